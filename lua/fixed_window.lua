@@ -1,0 +1,46 @@
+-- fixed_window: one counter per clock-aligned window, on a hash.
+--
+-- KEYS  the policy's key (one KEYS[i] of decide.lua): a hash with fields
+--         w  index of the window the count belongs to (floor(now / window))
+--         c  requests admitted in window w
+-- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds;
+--       plus now_us from ARGV[1] (or Redis TIME).
+--
+-- A count from an older window is ignored, and the key expires at the end of its
+-- window. Cheap, but a client can send the limit just before a boundary and the
+-- limit again just after it: up to 2 x limit within one window's length.
+
+ALGORITHMS.fixed_window = {
+  check = function(key, limit, window_us, now_us)
+    local index = math.floor(now_us / window_us)
+    local stored = redis.call('HMGET', key, 'w', 'c')
+    local stored_index = tonumber(stored[1])
+    local count = 0
+    if stored_index == index then
+      count = tonumber(stored[2]) or 0
+    end
+    local reset_us = (index + 1) * window_us - now_us
+    local result = {
+      count = count, index = index, stored_index = stored_index, reset_us = reset_us,
+    }
+    if count + 1 <= limit then
+      result.allowed = true
+      result.remaining = limit - count - 1
+      result.retry_us = 0
+    else
+      result.allowed = false
+      result.remaining = 0
+      result.retry_us = reset_us
+    end
+    return result
+  end,
+
+  record = function(key, limit, window_us, now_us, state)
+    if state.stored_index == state.index then
+      redis.call('HINCRBY', key, 'c', 1)
+    else
+      redis.call('HSET', key, 'w', int(state.index), 'c', 1)
+    end
+    redis.call('PEXPIRE', key, ceil_div(state.reset_us, 1000))
+  end,
+}

@@ -1,0 +1,31 @@
+-- prelude: shared helpers for the decide script.
+--
+-- The script that Redis runs is assembled at load time (ratelimits/scripts.py) as
+--   prelude.lua + sliding_log.lua + sliding_counter.lua + fixed_window.lua + decide.lua
+-- and registered once; every request calls it by SHA (EVALSHA).
+--
+-- Each algorithm file adds an entry to ALGORITHMS with two functions:
+--   check(key, limit, window_us, now_us)
+--       read-only; returns a table with
+--         allowed    true when one more request fits under the limit
+--         count      requests counted now, before this one (the estimate for the counter)
+--         remaining  requests still allowed after this one (0 when denied)
+--         retry_us   microseconds until a denied request would be allowed (0 when allowed)
+--         reset_us   microseconds until one more unit of quota frees up
+--       plus any state that record needs.
+--   record(key, limit, window_us, now_us, state)
+--       stores one admitted request; called only when no enforcing policy denied.
+-- KEYS and ARGV are read only by decide.lua.
+--
+-- All times are integer microseconds. Lua numbers are doubles, exact to 2^53, so
+-- microsecond timestamps (about 1.8e15) are exact; integers are written with int().
+
+local ALGORITHMS = {}
+
+local function int(n)
+  return string.format('%.0f', n)
+end
+
+local function ceil_div(n, d)
+  return math.ceil(n / d)
+end

@@ -1,0 +1,40 @@
+"""The demo policies, one per algorithm and per way of matching."""
+
+DEMO_POLICIES = [
+    {
+        "name": "search",
+        "endpoint": "search",
+        "algorithm": "sliding_counter",
+        "limit": 20,
+        "window": 60,
+        "key": "user_or_ip",
+    },
+    {
+        "name": "login",
+        "endpoint": "api:login",
+        "methods": "POST",
+        "algorithm": "sliding_log",
+        "limit": 5,
+        "window": 60,
+        "key": "ip",
+        "fail_open": False,
+    },
+    {
+        "name": "payment",
+        "endpoint": "/api/payment/*",
+        "methods": "POST",
+        "algorithm": "sliding_log",
+        "limit": 3,
+        "window": 60,
+        "key": "user",
+        "fail_open": False,
+    },
+    {
+        "name": "items",
+        "endpoint": "api:items",
+        "algorithm": "fixed_window",
+        "limit": 10,
+        "window": 10,
+        "key": "user_or_ip",
+    },
+]

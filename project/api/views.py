@@ -1,0 +1,49 @@
+"""The demo API. No view mentions a limit: the policies in the database do."""
+
+from django.contrib.auth import authenticate
+from rest_framework import permissions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+ITEMS = [{"id": n, "name": f"item {n}"} for n in range(1, 6)]
+
+
+class SearchView(APIView):
+    """GET /api/search/?q=...; matched by its throttle_scope, "search"."""
+
+    throttle_scope = "search"
+
+    def get(self, request: Request) -> Response:
+        query = request.query_params.get("q", "")
+        return Response({"query": query, "results": [i for i in ITEMS if query in i["name"]]})
+
+
+class LoginView(APIView):
+    """POST /api/login/ with username and password; matched by its URL name, "api:login"."""
+
+    authentication_classes: list = []
+
+    def post(self, request: Request) -> Response:
+        user = authenticate(
+            request, username=request.data.get("username"), password=request.data.get("password")
+        )
+        if user is None:
+            return Response({"detail": "Wrong username or password."}, status.HTTP_400_BAD_REQUEST)
+        return Response({"detail": f"Welcome, {user.get_username()}."})
+
+
+class PaymentView(APIView):
+    """POST /api/payment/ (signed in); matched by the path glob "/api/payment/*"."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    def post(self, request: Request) -> Response:
+        return Response({"detail": "Payment accepted.", "amount": request.data.get("amount")})
+
+
+class ItemsView(APIView):
+    """GET /api/items/; matched by its URL name, "api:items"."""
+
+    def get(self, request: Request) -> Response:
+        return Response({"items": ITEMS})

@@ -1,0 +1,9 @@
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import TemplateView
+
+urlpatterns = [
+    path("", TemplateView.as_view(template_name="demo/index.html"), name="home"),
+    path("admin/", admin.site.urls),
+    path("api/", include("project.api.urls")),
+]

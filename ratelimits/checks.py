@@ -1,0 +1,151 @@
+"""Django system checks for a misconfigured ratelimits (``manage.py check``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from ratelimits import keys, scripts
+from ratelimits.conf import DEFAULTS, user_settings
+
+THROTTLE_PATH = "ratelimits.throttling.PolicyThrottle"
+MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitHeadersMiddleware"
+DJANGO_REDIS_BACKEND = "django_redis.cache.RedisCache"
+
+_POSITIVE_NUMBERS = (
+    "SOCKET_TIMEOUT",
+    "POLICY_REFRESH_INTERVAL",
+    "POLICY_MAX_AGE",
+    "BREAKER_COOLDOWN",
+)
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    raw = getattr(settings, "RATELIMITS", None)
+    if raw is not None and not isinstance(raw, dict):
+        return [
+            Error(
+                "RATELIMITS must be a dict.",
+                hint="For example RATELIMITS = {'CACHE': 'default'}.",
+                id="ratelimits.E001",
+            )
+        ]
+    errors: list[Any] = []
+    given = user_settings()
+    for name in sorted(set(given) - set(DEFAULTS)):
+        errors.append(
+            Warning(
+                f"RATELIMITS has an unknown setting {name!r}; it is ignored.",
+                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                id="ratelimits.W003",
+            )
+        )
+    value = {**DEFAULTS, **given}
+    problems: list[str] = []
+    if not isinstance(value["KEY_PREFIX"], str) or not keys.PREFIX_PATTERN.match(
+        value["KEY_PREFIX"]
+    ):
+        problems.append("KEY_PREFIX must be 1 to 32 characters from A-Z a-z 0-9 _ . : -")
+    for name in _POSITIVE_NUMBERS:
+        if not _is_number(value[name]) or value[name] <= 0:
+            problems.append(f"{name} must be a number greater than 0")
+    for name in ("NUM_PROXIES", "FAIL_CLOSED_RETRY_AFTER"):
+        if not isinstance(value[name], int) or isinstance(value[name], bool) or value[name] < 0:
+            problems.append(f"{name} must be an integer >= 0")
+    if not isinstance(value["BREAKER_THRESHOLD"], int) or value["BREAKER_THRESHOLD"] < 1:
+        problems.append("BREAKER_THRESHOLD must be an integer >= 1")
+    if not isinstance(value["IPV6_PREFIX"], int) or not 0 <= value["IPV6_PREFIX"] <= 128:
+        problems.append("IPV6_PREFIX must be an integer from 0 to 128")
+    errors.extend(
+        Error(
+            f"RATELIMITS: {problem}.", hint="See the README's settings table.", id="ratelimits.E002"
+        )
+        for problem in problems
+    )
+    return errors
+
+
+@register(Tags.caches)
+def check_cache(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    alias = {**DEFAULTS, **user_settings()}["CACHE"]
+    caches_setting = getattr(settings, "CACHES", {})
+    if alias not in caches_setting:
+        return [
+            Error(
+                f"RATELIMITS['CACHE'] is {alias!r}, but CACHES has no such alias.",
+                hint=f"Add a django-redis cache named {alias!r} to CACHES, or point "
+                "RATELIMITS['CACHE'] at one.",
+                id="ratelimits.E003",
+            )
+        ]
+    backend = caches_setting[alias].get("BACKEND", "")
+    if not _is_django_redis(backend):
+        return [
+            Error(
+                f"The cache {alias!r} uses {backend!r}, which is not django-redis.",
+                hint=f"Use BACKEND '{DJANGO_REDIS_BACKEND}' for the cache ratelimits uses.",
+                id="ratelimits.E004",
+            )
+        ]
+    return []
+
+
+@register()
+def check_scripts(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    missing = scripts.missing_parts()
+    if not missing:
+        return []
+    return [
+        Error(
+            f"The ratelimits Lua scripts are missing: {', '.join(missing)}.",
+            hint="Reinstall ratelimits; the wheel carries them as the package ratelimits.lua.",
+            id="ratelimits.E005",
+        )
+    ]
+
+
+@register()
+def check_installed(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    found: list[Any] = []
+    rest = getattr(settings, "REST_FRAMEWORK", {}) or {}
+    if THROTTLE_PATH not in rest.get("DEFAULT_THROTTLE_CLASSES", ()):
+        found.append(
+            Warning(
+                "PolicyThrottle is not in REST_FRAMEWORK['DEFAULT_THROTTLE_CLASSES']: "
+                "only views that list it in throttle_classes are limited.",
+                hint=f"Add '{THROTTLE_PATH}' to DEFAULT_THROTTLE_CLASSES, or silence "
+                "ratelimits.W001 if you apply it per view.",
+                id="ratelimits.W001",
+            )
+        )
+    headers_on = {**DEFAULTS, **user_settings()}["HEADERS"]
+    if headers_on and MIDDLEWARE_PATH not in getattr(settings, "MIDDLEWARE", ()):
+        found.append(
+            Warning(
+                "RATELIMITS['HEADERS'] is on but the header middleware is not installed, so "
+                "responses carry no RateLimit headers.",
+                hint=f"Add '{MIDDLEWARE_PATH}' to MIDDLEWARE, "
+                "or set RATELIMITS['HEADERS'] = False.",
+                id="ratelimits.W002",
+            )
+        )
+    return found
+
+
+def _is_django_redis(backend: str) -> bool:
+    if backend == DJANGO_REDIS_BACKEND:
+        return True
+    try:
+        from django_redis.cache import RedisCache
+
+        return issubclass(import_string(backend), RedisCache)
+    except (ImportError, TypeError):
+        return False
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,77 @@
+"""The ``RATELIMITS`` setting: defaults in one place, read through one cached object.
+
+Use ``ratelimits.conf.app_settings.NAME``. The cache is cleared on Django's
+``setting_changed`` signal, so ``override_settings(RATELIMITS=...)`` works in tests.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # Alias of the django-redis cache whose server holds the counters.
+    "CACHE": "default",
+    # First part of every Redis key the app writes.
+    "KEY_PREFIX": "rl",
+    # Socket and connect timeout, seconds, of the limiter's own connection.
+    "SOCKET_TIMEOUT": 0.1,
+    # How often (seconds) a worker checks whether the policy table changed.
+    "POLICY_REFRESH_INTERVAL": 1.0,
+    # A worker reloads its table at least this often (seconds), even with no change seen.
+    "POLICY_MAX_AGE": 60.0,
+    # Reverse proxies in front of the site that append to X-Forwarded-For.
+    "NUM_PROXIES": 0,
+    # IPv6 clients are grouped by this prefix length (128 = one address each).
+    "IPV6_PREFIX": 64,
+    # Send the IETF draft RateLimit / RateLimit-Policy response headers.
+    "HEADERS": True,
+    # Consecutive Redis failures that open the circuit breaker.
+    "BREAKER_THRESHOLD": 3,
+    # Seconds the open breaker skips Redis before trying again.
+    "BREAKER_COOLDOWN": 1.0,
+    # Retry-After (seconds) sent when a fail-closed policy denies because Redis is unavailable.
+    "FAIL_CLOSED_RETRY_AFTER": 1,
+}
+
+
+class AppSettings:
+    """Attribute access to ``settings.RATELIMITS`` merged over :data:`DEFAULTS`."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Unknown ratelimits setting: {name!r}")
+        return _merged()[name]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every setting with its effective value."""
+        return dict(_merged())
+
+
+@functools.cache
+def _merged() -> dict[str, Any]:
+    user = getattr(settings, "RATELIMITS", None) or {}
+    return {**DEFAULTS, **{k: v for k, v in user.items() if k in DEFAULTS}}
+
+
+def user_settings() -> dict[str, Any]:
+    """The raw ``RATELIMITS`` dict as the project wrote it (for system checks)."""
+    value = getattr(settings, "RATELIMITS", None)
+    return value if isinstance(value, dict) else {}
+
+
+app_settings = AppSettings()
+
+
+@receiver(setting_changed)
+def _clear_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in {"RATELIMITS", "CACHES", "SECRET_KEY"}:
+        _merged.cache_clear()
+        from ratelimits import connection, identity
+
+        connection.reset()
+        identity.reset_hash_key()

@@ -1,0 +1,57 @@
+"""What the limiter decided: one :class:`Decision` per policy, one :class:`Verdict` per request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One policy's answer for one request.
+
+    ``count`` is the number of requests counted before this one (for
+    ``sliding_counter``, the weighted estimate). ``remaining`` is how many more requests
+    would be allowed right after this one. ``retry_after`` is the seconds until a denied
+    request would be allowed (0 when allowed) and ``reset`` the seconds until one more
+    unit of quota frees up. ``failed`` is true when Redis could not answer and
+    ``allowed`` comes from the policy's ``fail_open``.
+    """
+
+    policy: str
+    identity: str
+    allowed: bool
+    enforce: bool
+    limit: int
+    window: int
+    count: float
+    remaining: int
+    retry_after: float
+    reset: float
+    failed: bool = False
+
+    @property
+    def blocks(self) -> bool:
+        """True when this decision denies the request (an enforcing policy said no)."""
+        return self.enforce and not self.allowed
+
+    @property
+    def shadow_denied(self) -> bool:
+        """True when a shadow policy would have denied the request."""
+        return not self.enforce and not self.allowed
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """All the decisions for one request."""
+
+    decisions: tuple[Decision, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return not any(decision.blocks for decision in self.decisions)
+
+    @property
+    def retry_after(self) -> float | None:
+        """Seconds until every denying policy would allow the request; ``None`` if allowed."""
+        waits = [decision.retry_after for decision in self.decisions if decision.blocks]
+        return max(waits) if waits else None

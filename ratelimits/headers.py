@@ -1,0 +1,36 @@
+"""The IETF draft RateLimit fields (draft-ietf-httpapi-ratelimit-headers-09).
+
+One list member per policy::
+
+    RateLimit-Policy: "login";q=5;w=60
+    RateLimit: "login";r=2;t=41
+
+``q`` is the limit, ``w`` the window in seconds, ``r`` the remaining quota and ``t`` the
+seconds (rounded up) until one more unit frees up. Decisions made without Redis (fail
+mode) are left out: their numbers are unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ratelimits.decision import Decision
+
+
+def policy_field(decisions: Iterable[Decision]) -> str:
+    return ", ".join(f'"{d.policy}";q={d.limit};w={d.window}' for d in _known(decisions))
+
+
+def ratelimit_field(decisions: Iterable[Decision]) -> str:
+    return ", ".join(
+        f'"{d.policy}";r={d.remaining};t={math.ceil(d.reset)}' for d in _known(decisions)
+    )
+
+
+def _known(decisions: Iterable[Decision]) -> list[Decision]:
+    seen: dict[str, Decision] = {}
+    for decision in decisions:
+        if not decision.failed:
+            seen[decision.policy] = decision  # the last decision per policy wins
+    return list(seen.values())

@@ -1,0 +1,152 @@
+"""The policy model: one row per rate limit that operators edit in the admin."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from ratelimits import validators
+from ratelimits.signals import schedule_policy_change
+
+
+class Algorithm(models.TextChoices):
+    SLIDING_LOG = "sliding_log", "Sliding window log (exact)"
+    SLIDING_COUNTER = "sliding_counter", "Sliding window counter (approximate, small)"
+    FIXED_WINDOW = "fixed_window", "Fixed window"
+
+
+class Mode(models.TextChoices):
+    ENFORCE = "enforce", "Enforce (deny over the limit)"
+    SHADOW = "shadow", "Shadow (log would-be denials, let requests pass)"
+
+
+class PolicyQuerySet(models.QuerySet["Policy"]):
+    """Bulk writes skip ``post_save``; these still tell every worker the table changed."""
+
+    def update(self, **kwargs: Any) -> int:
+        rows = super().update(**kwargs)
+        if rows:
+            schedule_policy_change(self.db)
+        return rows
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Policy]:
+        created = super().bulk_create(objs, *args, **kwargs)
+        if created:
+            schedule_policy_change(self.db)
+        return created
+
+    def bulk_update(self, objs: Any, *args: Any, **kwargs: Any) -> int:
+        rows = super().bulk_update(objs, *args, **kwargs)
+        if rows:
+            schedule_policy_change(self.db)
+        return rows
+
+
+class Policy(models.Model):
+    """A rate limit on the requests that match ``endpoint`` (and ``methods``)."""
+
+    name = models.SlugField(
+        max_length=64,
+        unique=True,
+        help_text="Unique short name; it appears in Redis keys and response headers.",
+    )
+    endpoint = models.CharField(
+        max_length=200,
+        validators=[validators.validate_endpoint],
+        help_text=(
+            "What the policy matches: a DRF throttle_scope (search), a URL name "
+            "(api:search) or a path glob starting with / or * (/api/search/*)."
+        ),
+    )
+    methods = models.CharField(
+        max_length=80,
+        blank=True,
+        validators=[validators.validate_methods],
+        help_text="Comma-separated HTTP methods (GET,POST). Blank matches every method.",
+    )
+    algorithm = models.CharField(
+        max_length=20, choices=Algorithm.choices, default=Algorithm.SLIDING_COUNTER
+    )
+    limit = models.PositiveIntegerField(
+        validators=[MinValueValidator(1)],
+        help_text="Requests allowed per window (at least 1).",
+    )
+    window = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_WINDOW)],
+        help_text="Window length in seconds (1 s to 30 days).",
+    )
+    key = models.CharField(
+        max_length=80,
+        default="user_or_ip",
+        validators=[validators.validate_key],
+        help_text="Who is counted: user, ip, user_or_ip, global or header:<Name>.",
+    )
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
+    fail_open = models.BooleanField(
+        default=True,
+        help_text="When Redis cannot answer: let requests through (checked) or deny them.",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = PolicyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "rate limit policy"
+        verbose_name_plural = "rate limit policies"
+        permissions = [("reset_counters", "Can reset rate-limit counters")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(name__regex=r"^[-a-zA-Z0-9_]+$"), name="ratelimits_policy_name_slug"
+            ),
+            models.CheckConstraint(
+                condition=Q(endpoint__regex=validators.ENDPOINT_PATTERN),
+                name="ratelimits_policy_endpoint_not_blank",
+            ),
+            models.CheckConstraint(
+                condition=Q(methods__regex=validators.METHODS_PATTERN),
+                name="ratelimits_policy_methods_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(algorithm__in=Algorithm.values),
+                name="ratelimits_policy_algorithm_valid",
+            ),
+            models.CheckConstraint(condition=Q(limit__gte=1), name="ratelimits_policy_limit_gte_1"),
+            models.CheckConstraint(
+                condition=Q(window__gte=1, window__lte=validators.MAX_WINDOW),
+                name="ratelimits_policy_window_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(key__regex=validators.KEY_PATTERN), name="ratelimits_policy_key_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(mode__in=Mode.values), name="ratelimits_policy_mode_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        self.endpoint = (self.endpoint or "").strip()
+        self.methods = validators.normalize_methods(self.methods)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Same normal form whether the row comes from a form, the ORM or an import.
+        self.endpoint = (self.endpoint or "").strip()
+        # A bad value is left as given: the database constraint refuses it.
+        with contextlib.suppress(ValidationError):
+            self.methods = validators.normalize_methods(self.methods)
+        super().save(*args, **kwargs)
+
+    @property
+    def rate_display(self) -> str:
+        """``"5 per 60 s"``."""
+        return f"{self.limit} per {self.window} s"

@@ -1,0 +1,79 @@
+"""Validation rules for policy fields, shared by the model, its constraints and the admin."""
+
+from __future__ import annotations
+
+import re
+
+from django.core.exceptions import ValidationError
+
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+MAX_WINDOW = 30 * 24 * 3600
+KEY_KINDS = ("user", "ip", "user_or_ip", "global")
+HEADER_PREFIX = "header:"
+
+# RFC 9110 field-name: a token.
+HEADER_NAME_PATTERN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}"
+KEY_PATTERN = rf"^(user|ip|user_or_ip|global|header:{HEADER_NAME_PATTERN})$"
+METHOD_ALTERNATIVES = "|".join(HTTP_METHODS)
+METHODS_PATTERN = rf"^(({METHOD_ALTERNATIVES})(,({METHOD_ALTERNATIVES}))*)?$"
+ENDPOINT_PATTERN = r"^[^\s]+$"
+
+_KEY_RE = re.compile(KEY_PATTERN)
+_HEADER_RE = re.compile(rf"^{HEADER_NAME_PATTERN}$")
+
+
+def normalize_methods(value: str) -> str:
+    """``" get, post,GET"`` -> ``"GET,POST"``; unknown methods raise ``ValidationError``."""
+    parts = [part.strip().upper() for part in (value or "").split(",")]
+    parts = [part for part in parts if part]
+    unknown = [part for part in parts if part not in HTTP_METHODS]
+    if unknown:
+        raise ValidationError(
+            "Unknown HTTP method(s): %(unknown)s. Use a comma-separated list of %(known)s, "
+            "or leave blank for every method.",
+            code="invalid_methods",
+            params={"unknown": ", ".join(unknown), "known": ", ".join(HTTP_METHODS)},
+        )
+    return ",".join(sorted(set(parts), key=HTTP_METHODS.index))
+
+
+def validate_methods(value: str) -> None:
+    normalize_methods(value)
+
+
+def validate_key(value: str) -> None:
+    """A client key: ``user``, ``ip``, ``user_or_ip``, ``global`` or ``header:<Name>``."""
+    if _KEY_RE.match(value or ""):
+        return
+    if (value or "").startswith(HEADER_PREFIX):
+        raise ValidationError(
+            "%(name)r is not a valid HTTP header name: use 1 to 64 letters, digits or "
+            "!#$%%&'*+.^_`|~- (for example header:X-Api-Key).",
+            code="invalid_header_name",
+            params={"name": value[len(HEADER_PREFIX) :]},
+        )
+    raise ValidationError(
+        "%(value)r is not a client key. Use user, ip, user_or_ip, global or header:<Name>.",
+        code="invalid_key",
+        params={"value": value},
+    )
+
+
+def validate_endpoint(value: str) -> None:
+    """Not blank and without whitespace: a throttle scope, a URL name or a path glob."""
+    if not (value or "").strip():
+        raise ValidationError("The endpoint cannot be blank.", code="blank_endpoint")
+    if not re.match(ENDPOINT_PATTERN, value):
+        raise ValidationError(
+            "The endpoint cannot contain spaces: use a throttle scope (search), a URL name "
+            "(api:search) or a path glob (/api/search/*).",
+            code="invalid_endpoint",
+        )
+
+
+def header_name(key: str) -> str | None:
+    """The header name of a ``header:<Name>`` key, else ``None``."""
+    if key.startswith(HEADER_PREFIX):
+        name = key[len(HEADER_PREFIX) :]
+        return name if _HEADER_RE.match(name) else None
+    return None
