@@ -71,7 +71,8 @@ app_settings = AppSettings()
 def _clear_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting in {"RATELIMITS", "CACHES", "SECRET_KEY"}:
         _merged.cache_clear()
-        from ratelimits import connection, identity
+        from ratelimits import connection, identity, policy_table
 
         connection.reset()
         identity.reset_hash_key()
+        policy_table.reset()
