@@ -1,0 +1,78 @@
+"""Guarantees across worker processes: propagation of edits and exact admission."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from ratelimits.models import Policy
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def start_worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "DEMO_DB": connection.settings_dict["NAME"]}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.worker", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_an_edit_reaches_another_process_within_the_bound():
+    policy = Policy.objects.create(
+        name="search", endpoint="search", algorithm="sliding_counter", limit=5, window=60
+    )
+    worker = start_worker("watch", "search", "30")
+    try:
+        assert worker.stdout.readline().strip() == "5"
+        policy.limit = 7
+        policy.save()
+        edited = time.monotonic()
+        assert worker.stdout.readline().strip() == "7"
+        assert time.monotonic() - edited <= 2.0
+        Policy.objects.filter(pk=policy.pk).update(limit=9)  # no post_save for update()
+        edited = time.monotonic()
+        assert worker.stdout.readline().strip() == "9"
+        assert time.monotonic() - edited <= 2.0
+        policy.delete()
+        edited = time.monotonic()
+        assert worker.stdout.readline().strip() == "-"
+        assert time.monotonic() - edited <= 2.0
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def _wait_clear_of_window_boundary(window: int, margin: float = 5.0) -> None:
+    """Start well inside a clock-aligned window, so a fixed window's count is one window's."""
+    into = time.time() % window
+    if into > window - margin:
+        time.sleep(window - into + 0.1)
+
+
+@pytest.mark.parametrize("algorithm", ["sliding_log", "fixed_window", "sliding_counter"])
+def test_threads_in_two_processes_admit_exactly_the_limit(algorithm):
+    """400 requests from 2 processes x 8 threads at a limit of 50: exactly 50 pass."""
+    Policy.objects.create(
+        name="items", endpoint="api:items", algorithm=algorithm, limit=50, window=3600, key="ip"
+    )
+    _wait_clear_of_window_boundary(3600)
+    start = time.time() + 2.0
+    workers = [start_worker("hammer", "/api/items/", "8", "25", str(start)) for _ in range(2)]
+    totals: dict[str, int] = {}
+    for worker in workers:
+        out, _ = worker.communicate(timeout=120)
+        for status, n in json.loads(out).items():
+            totals[status] = totals.get(status, 0) + n
+    assert totals == {"200": 50, "429": 350}

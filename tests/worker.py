@@ -1,0 +1,73 @@
+"""A separate worker process for the tests: ``python -m tests.worker MODE ...``.
+
+It sets up the demo project against the database file in ``DEMO_DB`` and the Redis in
+``REDIS_URL``, as another web worker of the same site would.
+
+- ``watch NAME SECONDS``: print ``<limit>`` each time this process's policy table shows a
+  new limit for policy NAME (``-`` while it has none), for SECONDS at most.
+- ``hammer PATH THREADS REQUESTS START``: at the epoch time START, THREADS threads each
+  send REQUESTS GETs to PATH through the full Django stack; print the status counts as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections import Counter
+
+
+def _setup() -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
+    import django
+
+    django.setup()
+
+
+def watch(name: str, seconds: float) -> None:
+    from ratelimits import policy_table
+
+    deadline = time.monotonic() + seconds
+    shown = None
+    while time.monotonic() < deadline:
+        policy = policy_table.get_table().get(name)
+        limit = str(policy.limit) if policy else "-"
+        if limit != shown:
+            print(limit, flush=True)
+            shown = limit
+        time.sleep(0.01)
+
+
+def hammer(path: str, threads: int, requests: int, start: float) -> None:
+    from django.test import Client
+
+    counts: Counter[int] = Counter()
+    lock = threading.Lock()
+
+    def run() -> None:
+        client = Client()
+        time.sleep(max(0.0, start - time.time()))
+        for _ in range(requests):
+            status = client.get(path, REMOTE_ADDR="203.0.113.7").status_code
+            with lock:
+                counts[status] += 1
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    print(json.dumps({str(k): v for k, v in counts.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    _setup()
+    mode, *args = sys.argv[1:]
+    if mode == "watch":
+        watch(args[0], float(args[1]))
+    elif mode == "hammer":
+        hammer(args[0], int(args[1]), int(args[2]), float(args[3]))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
