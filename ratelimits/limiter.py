@@ -67,6 +67,12 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     try:
         client = connection.get_client()
         reply = _decide_script(client)(keys=[c.key for c in checks], args=args, client=client)
+    except redis.ResponseError as e:
+        if isinstance(e, redis.exceptions.ReadOnlyError):  # a replica after a failover
+            breaker.failure(e)
+        else:  # the script failed on these keys (say, a foreign value): not an outage
+            logger.error("ratelimits: the decide script failed for %s: %s", checks[0].key, e)
+        return _fail_verdict(checks)
     except (redis.RedisError, ConfigurationError) as e:
         breaker.failure(e)
         return _fail_verdict(checks)

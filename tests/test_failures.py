@@ -1,0 +1,125 @@
+"""Redis failing: NOSCRIPT, restarts, a dead or hanging server. Never a 500."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from ratelimits.models import Policy
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def policies() -> None:
+    Policy.objects.create(
+        name="items",
+        endpoint="api:items",
+        algorithm="fixed_window",
+        limit=2,
+        window=60,
+        fail_open=True,
+    )
+    Policy.objects.create(
+        name="login",
+        endpoint="api:login",
+        algorithm="sliding_log",
+        limit=2,
+        window=60,
+        key="ip",
+        fail_open=False,
+    )
+
+
+@pytest.fixture
+def blackhole() -> Iterator[int]:
+    """A TCP port that accepts connections and never answers: a hung Redis."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield listener.getsockname()[1]
+
+
+def caches_at(port: int) -> dict:
+    location = f"redis://127.0.0.1:{port}/0"
+    return {"default": {**settings.CACHES["default"], "LOCATION": location}}
+
+
+def test_script_flush_recovers_without_an_error(client, policies, redis_client):
+    assert client.get("/api/items/").status_code == 200
+    redis_client.script_flush()
+    assert client.get("/api/items/").status_code == 200
+    assert client.get("/api/items/").status_code == 429  # still counting: 2 of 2 used
+
+
+def test_a_restarted_empty_redis_starts_counting_again(client, policies, redis_server):
+    assert [client.get("/api/items/").status_code for _ in range(3)] == [200, 200, 429]
+    redis_server.restart()
+    response = client.get("/api/items/")
+    assert response.status_code == 200
+    assert response["RateLimit"].startswith('"items";r=1;')
+
+
+def test_dead_redis_applies_each_policys_fail_mode(client, policies, redis_server, caplog):
+    client.get("/api/items/")  # warm
+    redis_server.kill()
+    with caplog.at_level(logging.WARNING, logger="ratelimits"):
+        opened = [client.get("/api/items/").status_code for _ in range(10)]
+        closed = [client.post("/api/login/") for _ in range(10)]
+    assert opened == [200] * 10
+    assert [r.status_code for r in closed] == [429] * 10
+    assert all(r["Retry-After"] == "1" for r in closed)
+    assert all("RateLimit" not in r for r in closed)  # numbers unknown without Redis
+    unavailable = [m for m in caplog.messages if "Redis unavailable" in m]
+    assert len(unavailable) == 1  # logged when the breaker opens, not per request
+
+
+def test_limiting_resumes_when_redis_comes_back(client, policies, redis_server):
+    client.get("/api/items/")
+    redis_server.kill()
+    for _ in range(5):
+        assert client.get("/api/items/").status_code == 200
+    redis_server.start()
+    deadline = time.monotonic() + 2.0
+    statuses: list[int] = []
+    while time.monotonic() < deadline and 429 not in statuses:
+        statuses.append(client.get("/api/items/").status_code)
+        time.sleep(0.05)
+    assert 429 in statuses, "limiting did not resume within 2 s of Redis coming back"
+
+
+def test_a_hanging_redis_costs_one_timeout_then_the_breaker_skips_it(client, policies, blackhole):
+    timeout = 0.1
+    with override_settings(
+        CACHES=caches_at(blackhole), RATELIMITS={"SOCKET_TIMEOUT": timeout, "BREAKER_COOLDOWN": 60}
+    ):
+        durations = []
+        for _ in range(30):
+            started = time.perf_counter()
+            assert client.get("/api/items/").status_code == 200
+            durations.append(time.perf_counter() - started)
+    slow = [d for d in durations if d >= timeout * 0.9]
+    # The table's version check and two decide calls time out, then the breaker is open.
+    assert 1 <= len(slow) <= 3
+    assert max(durations) < 2 * timeout + 0.2
+    assert sorted(durations)[len(durations) // 2] < timeout / 2
+
+
+def test_a_foreign_value_at_a_key_is_a_fail_mode_not_a_500(client, policies, redis_client, caplog):
+    client.get("/api/items/")
+    (key,) = redis_client.keys("rl:*:items:fixed")
+    redis_client.delete(key)
+    redis_client.set(key, "not a hash")
+    with caplog.at_level(logging.ERROR, logger="ratelimits"):
+        assert client.get("/api/items/").status_code == 200
+    assert any("decide script failed" in m for m in caplog.messages)
+    redis_client.delete(key)
+    assert client.get("/api/items/").status_code == 200  # the breaker did not open
+    assert client.get("/api/items/").status_code == 200
+    assert client.get("/api/items/").status_code == 429
