@@ -54,11 +54,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         if not _is_number(value[name]) or value[name] <= 0:
             problems.append(f"{name} must be a number greater than 0")
     for name in ("NUM_PROXIES", "FAIL_CLOSED_RETRY_AFTER"):
-        if not isinstance(value[name], int) or isinstance(value[name], bool) or value[name] < 0:
+        if not _is_integer(value[name]) or value[name] < 0:
             problems.append(f"{name} must be an integer >= 0")
-    if not isinstance(value["BREAKER_THRESHOLD"], int) or value["BREAKER_THRESHOLD"] < 1:
+    if not _is_integer(value["BREAKER_THRESHOLD"]) or value["BREAKER_THRESHOLD"] < 1:
         problems.append("BREAKER_THRESHOLD must be an integer >= 1")
-    if not isinstance(value["IPV6_PREFIX"], int) or not 0 <= value["IPV6_PREFIX"] <= 128:
+    if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:
         problems.append("IPV6_PREFIX must be an integer from 0 to 128")
     errors.extend(
         Error(
@@ -145,6 +145,10 @@ def _is_django_redis(backend: str) -> bool:
         return issubclass(import_string(backend), RedisCache)
     except (ImportError, TypeError):
         return False
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:

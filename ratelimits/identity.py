@@ -33,7 +33,7 @@ from django.conf import settings
 from ratelimits.conf import app_settings
 
 GLOBAL = "global"
-_READABLE_PK = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+_READABLE_PK = re.compile(r"[A-Za-z0-9_-]{1,40}")
 UNKNOWN_IP = "ip:unknown"
 
 
@@ -55,7 +55,7 @@ def digest(value: str | bytes) -> str:
 
 def user_identity(pk: Any) -> str:
     text = str(pk)
-    if _READABLE_PK.match(text):
+    if _READABLE_PK.fullmatch(text):
         return f"u:{text}"
     return f"u#{digest(text)}"
 
@@ -67,6 +67,7 @@ def ip_identity(address: str) -> str:
     except ValueError:
         return UNKNOWN_IP
     if isinstance(ip, ipaddress.IPv6Address):
+        ip = ipaddress.IPv6Address(int(ip))  # drops a scope id ("%eth0"), which is free text
         if ip.ipv4_mapped is not None:
             return f"ip:{ip.ipv4_mapped}"
         prefix = int(app_settings.IPV6_PREFIX)

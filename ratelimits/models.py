@@ -134,16 +134,20 @@ class Policy(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def clean(self) -> None:
+    def normalize(self) -> None:
+        """Strip the endpoint and write methods as ``GET,POST``; bad values are left as given
+        for the field validators and database constraints to refuse."""
         self.endpoint = (self.endpoint or "").strip()
-        self.methods = validators.normalize_methods(self.methods)
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        # Same normal form whether the row comes from a form, the ORM or an import.
-        self.endpoint = (self.endpoint or "").strip()
-        # A bad value is left as given: the database constraint refuses it.
         with contextlib.suppress(ValidationError):
             self.methods = validators.normalize_methods(self.methods)
+
+    def clean_fields(self, exclude: Any = None) -> None:
+        self.normalize()
+        super().clean_fields(exclude=exclude)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The same normal form whether the row comes from a form, the ORM or an import.
+        self.normalize()
         super().save(*args, **kwargs)
 
     @property

@@ -11,15 +11,16 @@ MAX_WINDOW = 30 * 24 * 3600
 KEY_KINDS = ("user", "ip", "user_or_ip", "global")
 HEADER_PREFIX = "header:"
 
-# RFC 9110 field-name: a token.
+# RFC 9110 field-name: a token. Patterns end in \Z, not $, which would accept a final newline;
+# they are used both in Python and in the database constraints.
 HEADER_NAME_PATTERN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}"
-KEY_PATTERN = rf"^(user|ip|user_or_ip|global|header:{HEADER_NAME_PATTERN})$"
+KEY_PATTERN = rf"^(user|ip|user_or_ip|global|header:{HEADER_NAME_PATTERN})\Z"
 METHOD_ALTERNATIVES = "|".join(HTTP_METHODS)
-METHODS_PATTERN = rf"^(({METHOD_ALTERNATIVES})(,({METHOD_ALTERNATIVES}))*)?$"
-ENDPOINT_PATTERN = r"^[^\s]+$"
+METHODS_PATTERN = rf"^(({METHOD_ALTERNATIVES})(,({METHOD_ALTERNATIVES}))*)?\Z"
+ENDPOINT_PATTERN = r"^[^\s]+\Z"
 
 _KEY_RE = re.compile(KEY_PATTERN)
-_HEADER_RE = re.compile(rf"^{HEADER_NAME_PATTERN}$")
+_HEADER_RE = re.compile(rf"^{HEADER_NAME_PATTERN}\Z")
 
 
 def normalize_methods(value: str) -> str:
@@ -63,7 +64,7 @@ def validate_endpoint(value: str) -> None:
     """Not blank and without whitespace: a throttle scope, a URL name or a path glob."""
     if not (value or "").strip():
         raise ValidationError("The endpoint cannot be blank.", code="blank_endpoint")
-    if not re.match(ENDPOINT_PATTERN, value):
+    if not re.match(ENDPOINT_PATTERN, value.strip()):
         raise ValidationError(
             "The endpoint cannot contain spaces: use a throttle scope (search), a URL name "
             "(api:search) or a path glob (/api/search/*).",

@@ -96,14 +96,6 @@ def test_bad_value_is_e002_naming_the_setting(setting: str, value: Any) -> None:
     assert setting in message.msg
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG checks.py:59 and :61: BREAKER_THRESHOLD and IPV6_PREFIX are checked with "
-        "isinstance(value, int), which a bool passes (NUM_PROXIES excludes bool, these do "
-        "not): IPV6_PREFIX=True is taken as /1, grouping half of all IPv6 clients together."
-    ),
-)
 @pytest.mark.parametrize("setting", ["BREAKER_THRESHOLD", "IPV6_PREFIX"])
 def test_a_bool_is_not_an_integer_setting(setting: str) -> None:
     with override_settings(RATELIMITS=ratelimits_settings(**{setting: True})):

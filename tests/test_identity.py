@@ -153,16 +153,6 @@ def test_a_scoped_ipv6_address_loses_its_scope_in_a_64() -> None:
     assert ip_identity("fe80::1%{evil}") == "ip:fe80::/64"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG identity.py:75 (with :100): ipaddress accepts an IPv6 scope id of any text "
-        "('fe80::1%<anything>'), client_ip() passes it through, and with IPV6_PREFIX 128 "
-        "ip_identity() returns f'ip:{ip}' with the scope kept, so the identity can hold "
-        "'{' '}' and be arbitrarily long: the key gets extra braces (wrong Cluster hash "
-        "tag, keys.KEY_PATTERN no longer parses it) and exceeds MAX_KEY_LENGTH."
-    ),
-)
 def test_a_scoped_ipv6_address_in_forwarded_for_keeps_the_key_bounded() -> None:
     with override_settings(RATELIMITS={"NUM_PROXIES": 1, "IPV6_PREFIX": 128}):
         req = request(HTTP_X_FORWARDED_FOR="fe80::1%}{" + "x" * 500)
@@ -198,14 +188,6 @@ def test_a_uuid_pk_stays_readable() -> None:
     assert user_identity(pk) == "u:12345678-1234-5678-1234-567812345678"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG identity.py:36: _READABLE_PK ends in '$', which matches before a trailing "
-        "newline, so the pk 'abc\\n' is kept readable as 'u:abc\\n' (a newline in the Redis "
-        "key) instead of being hashed like every other pk outside [A-Za-z0-9_-]{1,40}."
-    ),
-)
 def test_a_pk_with_a_trailing_newline_is_hashed() -> None:
     assert HASHED_USER.fullmatch(user_identity("abc\n"))
 

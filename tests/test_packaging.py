@@ -7,11 +7,9 @@ import subprocess
 import sys
 import zipfile
 from email.parser import HeaderParser
-from importlib import metadata
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 import ratelimits
 
@@ -27,20 +25,6 @@ EXPECTED = (
     "ratelimits/py.typed",
     "ratelimits/migrations/0001_initial.py",
 )
-# pyproject.toml's `license = "MIT"` (a PEP 639 license expression) needs setuptools 77.
-PEP_639_SETUPTOOLS = Version("77")
-
-
-def setuptools_version() -> Version | None:
-    try:
-        return Version(metadata.version("setuptools"))
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def _setuptools_too_old() -> bool:
-    found = setuptools_version()
-    return found is None or found < PEP_639_SETUPTOOLS
 
 
 def copy_sources(dest: Path) -> Path:
@@ -62,16 +46,6 @@ def build_outputs() -> set[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    _setuptools_too_old(),
-    strict=True,
-    reason=(
-        f"BUG (packaging): setuptools {setuptools_version()} in this environment cannot read "
-        'pyproject.toml\'s PEP 639 `license = "MIT"` (needs setuptools>=77), so the '
-        "--no-isolation build fails. requirements.txt does not install setuptools (the venv "
-        "keeps the one bundled with Python) and [build-system] requires only setuptools>=69."
-    ),
-)
 def test_the_wheel_carries_the_package_data(tmp_path: Path) -> None:
     before = build_outputs()
     source = copy_sources(tmp_path / "src")

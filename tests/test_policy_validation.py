@@ -58,7 +58,7 @@ def test_the_good_policy_is_valid() -> None:
         ({"methods": "FETCH"}, "methods", "invalid_methods", "Unknown HTTP method(s): FETCH."),
         ({"methods": "GET;POST"}, "methods", "invalid_methods", "method(s): GET;POST."),
         ({"endpoint": ""}, "endpoint", "blank", "cannot be blank"),
-        ({"endpoint": "   "}, "endpoint", "blank_endpoint", "endpoint cannot be blank"),
+        ({"endpoint": "   "}, "endpoint", "blank", "cannot be blank"),  # stripped first
         ({"endpoint": "api search"}, "endpoint", "invalid_endpoint", "cannot contain spaces"),
         ({"name": "not a slug"}, "name", "invalid", "slug"),
         ({"name": "a/b"}, "name", "invalid", "slug"),
@@ -102,29 +102,12 @@ def test_full_clean_normalises_methods() -> None:
     assert policy.methods == "GET,POST"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG models.py:137-139: Policy.clean() calls normalize_methods() without catching "
-        "its ValidationError, so a bad methods value is reported twice: on 'methods' (field "
-        "validator) and again as a non-field error '__all__' (shown twice in the admin)."
-    ),
-)
 @pytest.mark.parametrize("methods", ["FETCH", "GET;POST"])
 def test_bad_methods_are_reported_on_the_field_only(methods: str) -> None:
     errors = clean_errors(make(methods=methods))
     assert set(errors) == {"methods"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG models.py:137-138: clean() strips the endpoint, but full_clean() runs the field "
-        "validator (validators.validate_endpoint) first, on the unstripped value, so "
-        "'  api:search ' is rejected with 'cannot contain spaces' although save() accepts "
-        "and strips it."
-    ),
-)
 def test_full_clean_strips_the_endpoint() -> None:
     policy = make(endpoint="  api:search ")
     assert clean_errors(policy) == {}
@@ -136,16 +119,6 @@ def test_save_strips_the_endpoint() -> None:
     assert Policy.objects.values_list("endpoint", flat=True).get(pk=policy.pk) == "api:search"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BUG validators.py:16 and :22: KEY_PATTERN and _HEADER_RE end in '$', which also "
-        "matches before a trailing newline, so validate_key() (and, on SQLite, the "
-        "ratelimits_policy_key_valid constraint) accept 'user\\n' and 'header:X-Api-Key\\n'. "
-        "Such a policy silently counts every request by IP: key_kind 'user\\n' is unknown to "
-        "request_identity(), and the header policy looks for META 'HTTP_X_API_KEY\\n'."
-    ),
-)
 @pytest.mark.parametrize("key", ["user\n", "header:X-Api-Key\n"])
 def test_a_key_with_a_trailing_newline_is_rejected(key: str) -> None:
     errors = clean_errors(make(key=key))
