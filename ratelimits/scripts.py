@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 DECIDE_PARTS = (
@@ -24,12 +25,12 @@ class ScriptsNotFound(RuntimeError):
     """The Lua files are neither installed with the package nor in the source tree."""
 
 
-def lua_dir() -> Path:
-    """The folder holding the Lua files."""
+def lua_dir() -> Traversable:
+    """The folder holding the Lua files: the installed package data, else the source tree."""
     try:
         installed = resources.files("ratelimits.lua")
         if installed.joinpath("decide.lua").is_file():
-            return Path(str(installed))
+            return installed
     except ModuleNotFoundError:
         pass
     source_tree = Path(__file__).resolve().parent.parent / "lua"
@@ -47,11 +48,11 @@ def missing_parts() -> list[str]:
         folder = lua_dir()
     except ScriptsNotFound:
         return list(DECIDE_PARTS)
-    return [name for name in DECIDE_PARTS if not (folder / name).is_file()]
+    return [name for name in DECIDE_PARTS if not folder.joinpath(name).is_file()]
 
 
 @functools.cache
 def decide_source() -> str:
     """The assembled source of the decide script."""
     folder = lua_dir()
-    return "\n".join((folder / name).read_text(encoding="utf-8") for name in DECIDE_PARTS)
+    return "\n".join(folder.joinpath(name).read_text(encoding="utf-8") for name in DECIDE_PARTS)

@@ -81,3 +81,26 @@ def test_the_wheel_carries_the_package_data(tmp_path: Path) -> None:
         "ratelimits",
         f"ratelimits-{ratelimits.__version__}.dist-info",
     }
+
+    # The installed package finds its scripts (ratelimits.lua is a namespace package there).
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    probe = (
+        "import ratelimits.scripts as s; "
+        "print(s.__file__); print(s.missing_parts()); print(len(s.decide_source()))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    module_file, missing_parts, length = loaded.stdout.splitlines()
+    assert module_file.startswith(str(site))
+    assert missing_parts == "[]"
+    assert int(length) > 1000
