@@ -57,7 +57,7 @@ def _create_client() -> redis.Redis:
         )
         raise ConfigurationError(message) from e
     pool = base.connection_pool
-    if type(pool) is not redis.ConnectionPool:
+    if type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool):
         # Sentinel or custom pools manage their own connections: use the client as is.
         return base
     timeout = float(app_settings.SOCKET_TIMEOUT)
