@@ -63,7 +63,7 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     now_arg = "" if now is None else str(round(now * 1_000_000))
     args: list[str] = [now_arg, "1" if record else "0"]
     for check in checks:
-        args.extend(check.policy.script_args())
+        args.extend(check.policy.script_args)
     try:
         client = connection.get_client()
         reply = _decide_script(client)(keys=[c.key for c in checks], args=args, client=client)

@@ -43,6 +43,8 @@ class CompiledPolicy:
     header_meta_key: str | None
     enforce: bool
     fail_open: bool
+    #: This policy's four ARGV slots in ``lua/decide.lua``: algorithm, limit, window_ms, enforce.
+    script_args: tuple[str, str, str, str]
 
     @classmethod
     def build(
@@ -59,6 +61,7 @@ class CompiledPolicy:
         fail_open: bool = True,
     ) -> CompiledPolicy:
         header = validators.header_name(key)
+        enforce = mode == "enforce"
         return cls(
             name=name,
             endpoint=endpoint,
@@ -69,8 +72,14 @@ class CompiledPolicy:
             key=key,
             key_kind="header" if header else key,
             header_meta_key=_meta_key(header) if header else None,
-            enforce=mode == "enforce",
+            enforce=enforce,
             fail_open=bool(fail_open),
+            script_args=(
+                algorithm,
+                str(int(limit)),
+                str(int(window) * 1000),
+                "1" if enforce else "0",
+            ),
         )
 
     @classmethod
@@ -95,15 +104,6 @@ class CompiledPolicy:
     @property
     def is_path_pattern(self) -> bool:
         return self.endpoint.startswith(("/", "*"))
-
-    def script_args(self) -> tuple[str, str, str, str]:
-        """This policy's four ARGV slots in ``lua/decide.lua``."""
-        return (
-            self.algorithm,
-            str(self.limit),
-            str(self.window * 1000),
-            "1" if self.enforce else "0",
-        )
 
     def key_for(self, identity: str) -> str:
         return keys.build_key(app_settings.KEY_PREFIX, identity, self.name, self.algorithm)
