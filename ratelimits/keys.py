@@ -16,7 +16,6 @@ ALGORITHM_SUFFIX = {
     "sliding_counter": "counter",
     "fixed_window": "fixed",
 }
-SUFFIX_ALGORITHM = {suffix: name for name, suffix in ALGORITHM_SUFFIX.items()}
 PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 MAX_KEY_LENGTH = 32 + 3 + 60 + 2 + 64 + 1 + 7
 

@@ -104,7 +104,7 @@ class Policy(models.Model):
         permissions = [("reset_counters", "Can reset rate-limit counters")]
         constraints = [
             models.CheckConstraint(
-                condition=Q(name__regex=r"^[-a-zA-Z0-9_]+$"), name="ratelimits_policy_name_slug"
+                condition=Q(name__regex=validators.NAME_PATTERN), name="ratelimits_policy_name_slug"
             ),
             models.CheckConstraint(
                 condition=Q(endpoint__regex=validators.ENDPOINT_PATTERN),

@@ -14,10 +14,11 @@ HEADER_PREFIX = "header:"
 # RFC 9110 field-name: a token. Patterns end in \Z, not $, which would accept a final newline;
 # they are used both in Python and in the database constraints.
 HEADER_NAME_PATTERN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}"
-KEY_PATTERN = rf"^(user|ip|user_or_ip|global|header:{HEADER_NAME_PATTERN})\Z"
+KEY_PATTERN = rf"^({'|'.join(KEY_KINDS)}|header:{HEADER_NAME_PATTERN})\Z"
 METHOD_ALTERNATIVES = "|".join(HTTP_METHODS)
 METHODS_PATTERN = rf"^(({METHOD_ALTERNATIVES})(,({METHOD_ALTERNATIVES}))*)?\Z"
 ENDPOINT_PATTERN = r"^[^\s]+\Z"
+NAME_PATTERN = r"^[-a-zA-Z0-9_]+\Z"
 
 _KEY_RE = re.compile(KEY_PATTERN)
 _HEADER_RE = re.compile(rf"^{HEADER_NAME_PATTERN}\Z")

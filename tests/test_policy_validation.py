@@ -153,6 +153,7 @@ def test_duplicate_name_is_rejected_on_name() -> None:
         ({"algorithm": "token_bucket"}, "ratelimits_policy_algorithm_valid"),
         ({"mode": "audit"}, "ratelimits_policy_mode_valid"),
         ({"name": "not a slug"}, "ratelimits_policy_name_slug"),
+        ({"name": "search\n"}, "ratelimits_policy_name_slug"),
     ],
     ids=lambda v: repr(v) if isinstance(v, dict) else None,
 )
