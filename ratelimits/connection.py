@@ -19,30 +19,56 @@ from redis.retry import Retry
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
 
+#: Seconds the management command and the admin wait for Redis: they scan and inspect,
+#: so they may wait longer than a request does.
+TOOL_SOCKET_TIMEOUT = 5.0
+
 _lock = threading.Lock()
-_client: redis.Redis | None = None
+_clients: dict[str, redis.Redis] = {}
 
 
 def get_client() -> redis.Redis:
     """The process's limiter client (created on first use, shared by threads)."""
-    global _client
-    if _client is None:
-        with _lock:
-            if _client is None:
-                _client = _create_client()
-    return _client
+    client = _clients.get("limiter")
+    if client is None:
+        client = _get_or_create("limiter", float(app_settings.SOCKET_TIMEOUT))
+    return client
+
+
+def get_tool_client() -> redis.Redis:
+    """A client for inspecting and resetting keys: same server, ``TOOL_SOCKET_TIMEOUT``."""
+    client = _clients.get("tool")
+    if client is None:
+        client = _get_or_create("tool", TOOL_SOCKET_TIMEOUT)
+    return client
+
+
+def describe(client: redis.Redis) -> str:
+    """Where ``client`` connects, for error messages (never the password)."""
+    kwargs = client.connection_pool.connection_kwargs
+    if kwargs.get("path"):
+        return f"unix:{kwargs['path']}"
+    return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
 def reset() -> None:
-    """Forget the client (settings changed); the next call builds a new one."""
-    global _client
+    """Forget the clients (settings changed); the next call builds new ones."""
     with _lock:
-        old, _client = _client, None
-    if old is not None:
-        old.connection_pool.disconnect()
+        old = list(_clients.values())
+        _clients.clear()
+    for client in old:
+        client.connection_pool.disconnect()
 
 
-def _create_client() -> redis.Redis:
+def _get_or_create(purpose: str, timeout: float) -> redis.Redis:
+    with _lock:
+        client = _clients.get(purpose)
+        if client is None:
+            client = _clients[purpose] = _create_client(timeout)
+        return client
+
+
+def _create_client(timeout: float) -> redis.Redis:
     alias = app_settings.CACHE
     try:
         cache = caches[alias]
@@ -60,7 +86,6 @@ def _create_client() -> redis.Redis:
     if type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool):
         # Sentinel or custom pools manage their own connections: use the client as is.
         return base
-    timeout = float(app_settings.SOCKET_TIMEOUT)
     kwargs: dict[str, Any] = dict(pool.connection_kwargs)
     kwargs.update(
         socket_timeout=timeout,

@@ -34,6 +34,7 @@ from ratelimits.conf import app_settings
 
 GLOBAL = "global"
 _READABLE_PK = re.compile(r"[A-Za-z0-9_-]{1,40}")
+_HASHED = re.compile(r"(u#|h:)[0-9a-f]{32}")
 UNKNOWN_IP = "ip:unknown"
 
 
@@ -81,6 +82,13 @@ def header_identity(name: str, value: str | bytes) -> str:
     return f"h:{digest(name.lower() + chr(0) + text)}"
 
 
+def meta_key(header: str) -> str:
+    """Where Django keeps a request header in ``request.META`` (``X-Api-Key`` ->
+    ``HTTP_X_API_KEY``)."""
+    name = header.upper().replace("-", "_")
+    return name if name in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{name}"
+
+
 def client_ip(meta: dict[str, Any]) -> str:
     """The client address, trusting ``X-Forwarded-For`` only as far as ``NUM_PROXIES``.
 
@@ -124,3 +132,66 @@ def request_identity(kind: str, request: Any, header_meta_key: str | None = None
         if value:
             return header_identity(header_meta_key, value)
     return ip_identity(client_ip(meta))
+
+
+def is_hashed(identity: str) -> bool:
+    """True for identities that are keyed hashes (header values, unusual user pks)."""
+    return identity.startswith(("u#", "h:"))
+
+
+def describe(identity: str) -> str:
+    """What kind of client ``identity`` is: ``user``, ``ip``, ``header`` or ``global``."""
+    if identity == GLOBAL:
+        return "global"
+    if identity.startswith(("u:", "u#")):
+        return "user"
+    if identity.startswith("h:"):
+        return "header"
+    if identity.startswith("ip:"):
+        return "ip"
+    return "unknown"
+
+
+IDENTITY_FORMS = (
+    "user:<username>, u:<user pk>, ip:<address> (or a bare address), "
+    "header:<Name>=<value>, global, or a hashed identity as listed by `keys`"
+)
+
+
+def identity_from_text(text: str) -> str:
+    """The identity a person means by ``text`` (see :data:`IDENTITY_FORMS`).
+
+    ``user:alice`` looks the user up; an address is grouped like the limiter groups it
+    (IPv6 to its ``IPV6_PREFIX`` network); a header value is hashed. Raises ``ValueError``
+    with a readable message for anything else.
+    """
+    text = text.strip()
+    if text in (GLOBAL, UNKNOWN_IP) or _HASHED.fullmatch(text):
+        return text
+    if text.startswith("user:"):
+        return user_identity(_user_pk(text.removeprefix("user:")))
+    if text.startswith("u:") and len(text) > 2:
+        return user_identity(text.removeprefix("u:"))
+    if text.startswith("header:"):
+        name, sep, value = text.removeprefix("header:").partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{text!r}: write a header as header:<Name>=<value>.")
+        return header_identity(meta_key(name), value)
+    address = text.removeprefix("ip:")
+    try:
+        network = ipaddress.ip_network(address, strict=False)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an identity. Use {IDENTITY_FORMS}.") from None
+    if "/" in address and network.num_addresses > 1 and network.version == 4:
+        raise ValueError(f"{text!r}: IPv4 identities are single addresses.")
+    return ip_identity(str(network.network_address))
+
+
+def _user_pk(username: str) -> Any:
+    from django.contrib.auth import get_user_model
+
+    model = get_user_model()
+    try:
+        return model._default_manager.get_by_natural_key(username).pk
+    except model.DoesNotExist:
+        raise ValueError(f"There is no user {username!r}.") from None

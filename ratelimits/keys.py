@@ -10,18 +10,31 @@ at most 32, so a key never exceeds :data:`MAX_KEY_LENGTH`.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 ALGORITHM_SUFFIX = {
     "sliding_log": "log",
     "sliding_counter": "counter",
     "fixed_window": "fixed",
 }
+SUFFIX_ALGORITHM = {suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()}
 PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 MAX_KEY_LENGTH = 32 + 3 + 60 + 2 + 64 + 1 + 7
 
 KEY_PATTERN = re.compile(
     r"^(?P<prefix>[^{]+):\{(?P<identity>[^}]+)\}:(?P<policy>[-A-Za-z0-9_]+):(?P<suffix>[a-z]+)$"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class KeyName:
+    """A limiter key taken apart."""
+
+    key: str
+    prefix: str
+    identity: str
+    policy: str
+    algorithm: str
 
 
 def build_key(prefix: str, identity: str, policy_name: str, algorithm: str) -> str:
@@ -31,3 +44,46 @@ def build_key(prefix: str, identity: str, policy_name: str, algorithm: str) -> s
 def version_key(prefix: str) -> str:
     """The policy table's version stamp, bumped on every committed change."""
     return f"{prefix}:policies:version"
+
+
+def parse_key(key: str | bytes, prefix: str) -> KeyName | None:
+    """``key`` taken apart, or ``None`` when it is not a limiter key under ``prefix``."""
+    if isinstance(key, bytes):
+        try:
+            key = key.decode()
+        except UnicodeDecodeError:
+            return None
+    match = KEY_PATTERN.match(key)
+    if match is None or match["prefix"] != prefix or match["suffix"] not in SUFFIX_ALGORITHM:
+        return None
+    return KeyName(
+        key=key,
+        prefix=prefix,
+        identity=match["identity"],
+        policy=match["policy"],
+        algorithm=SUFFIX_ALGORITHM[match["suffix"]],
+    )
+
+
+def scan_pattern(
+    prefix: str,
+    *,
+    identity: str | None = None,
+    identity_glob: str | None = None,
+    policy: str | None = None,
+) -> str:
+    """A ``SCAN MATCH`` pattern for limiter keys; ``identity`` and ``policy`` are literal,
+    ``identity_glob`` is a Redis glob (``*``, ``?``, ``[...]``) over the identity."""
+    if identity is not None:
+        who = escape_glob(identity)
+    elif identity_glob is not None:
+        who = identity_glob
+    else:
+        who = "*"
+    what = escape_glob(policy) if policy is not None else "*"
+    return f"{escape_glob(prefix)}:{{{who}}}:{what}:*"
+
+
+def escape_glob(text: str) -> str:
+    """``text`` as a literal inside a Redis glob pattern."""
+    return re.sub(r"([\\*?\[\]])", r"\\\1", text)

@@ -60,13 +60,8 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
         return Verdict()
     if not breaker.allow():
         return _fail_verdict(checks)
-    now_arg = "" if now is None else str(round(now * 1_000_000))
-    args: list[str] = [now_arg, "1" if record else "0"]
-    for check in checks:
-        args.extend(check.policy.script_args)
     try:
-        client = connection.get_client()
-        reply = _decide_script(client)(keys=[c.key for c in checks], args=args, client=client)
+        _, verdict = evaluate(checks, connection.get_client(), record=record, now=now)
     except redis.ResponseError as e:
         if isinstance(e, redis.exceptions.ReadOnlyError):  # a replica after a failover
             breaker.failure(e)
@@ -77,10 +72,47 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
         breaker.failure(e)
         return _fail_verdict(checks)
     breaker.success()
-    verdict = Verdict(tuple(_decision(check, reply, i) for i, check in enumerate(checks)))
     if record:
         _report(verdict)
     return verdict
+
+
+def peek(checks: Sequence[Check], client: redis.Redis) -> tuple[int, Verdict]:
+    """What ``checks`` would decide now, consuming nothing: ``(now_us, verdict)``.
+
+    For tools (the management command, the admin): no breaker and no fail mode, so a
+    Redis error is raised to the caller.
+    """
+    if not checks:
+        return int(client.time()[0]) * 1_000_000, Verdict()
+    return evaluate(checks, client, record=False)
+
+
+def evaluate(
+    checks: Sequence[Check], client: redis.Redis, *, record: bool, now: float | None = None
+) -> tuple[int, Verdict]:
+    """Run the decide script once for ``checks``: ``(now_us, verdict)``; errors are raised."""
+    return verdict_from(checks, _run(checks, client, record=record, now=now))
+
+
+def queue_peek(checks: Sequence[Check], pipeline: redis.client.Pipeline) -> None:
+    """Queue a read-only decide call on ``pipeline``; read its reply with :func:`verdict_from`."""
+    _run(checks, pipeline, record=False, now=None)
+
+
+def _run(
+    checks: Sequence[Check], client: redis.Redis, *, record: bool, now: float | None
+) -> list[int]:
+    now_arg = "" if now is None else str(round(now * 1_000_000))
+    args: list[str] = [now_arg, "1" if record else "0"]
+    for check in checks:
+        args.extend(check.policy.script_args)
+    return _decide_script(client)(keys=[c.key for c in checks], args=args, client=client)
+
+
+def verdict_from(checks: Sequence[Check], reply: list[int]) -> tuple[int, Verdict]:
+    """``(now_us, verdict)`` from the decide script's reply for ``checks``."""
+    return int(reply[1]), Verdict(tuple(_decision(c, reply, i) for i, c in enumerate(checks)))
 
 
 def _decision(check: Check, reply: list[int], index: int) -> Decision:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import redis
 
-from ratelimits import connection, keys, validators
+from ratelimits import connection, identity, keys, validators
 from ratelimits.breaker import breaker
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
@@ -71,7 +71,7 @@ class CompiledPolicy:
             window=int(window),
             key=key,
             key_kind="header" if header else key,
-            header_meta_key=_meta_key(header) if header else None,
+            header_meta_key=identity.meta_key(header) if header else None,
             enforce=enforce,
             fail_open=bool(fail_open),
             script_args=(
@@ -107,11 +107,6 @@ class CompiledPolicy:
 
     def key_for(self, identity: str) -> str:
         return keys.build_key(app_settings.KEY_PREFIX, identity, self.name, self.algorithm)
-
-
-def _meta_key(header: str) -> str:
-    name = header.upper().replace("-", "_")
-    return name if name in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{name}"
 
 
 class PolicyTable:

@@ -1,0 +1,32 @@
+"""What several subcommands need: finding a policy by name, reading an identity argument."""
+
+from __future__ import annotations
+
+import difflib
+
+from django.core.management.base import CommandError
+
+from ratelimits import identity
+from ratelimits.policy_table import CompiledPolicy
+
+
+def find_policy(name: str, policies: dict[str, CompiledPolicy]) -> CompiledPolicy:
+    """The policy called ``name``; a ``CommandError`` naming the close ones otherwise."""
+    policy = policies.get(name)
+    if policy is not None:
+        return policy
+    close = difflib.get_close_matches(name, policies, n=5, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    if not policies:
+        hint = " There are no policies."
+    elif not close:
+        hint = f" Policies: {', '.join(sorted(policies)[:20])}."
+    raise CommandError(f"There is no policy {name!r}.{hint}")
+
+
+def parse_identity(text: str) -> str:
+    """An ``--identity`` argument as the identity in the keys (see ``IDENTITY_FORMS``)."""
+    try:
+        return identity.identity_from_text(text)
+    except ValueError as e:
+        raise CommandError(f"--identity {e}") from None

@@ -1,0 +1,262 @@
+"""``keys``, ``inspect`` and ``reset``: the limiter's keys in Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from ratelimits import connection, identity, inspection, inventory, keys
+from ratelimits.cli import output
+from ratelimits.cli.common import find_policy, parse_identity
+from ratelimits.cli.prompt import confirm
+from ratelimits.conf import app_settings
+
+KEY_COLUMNS = (
+    "key",
+    "policy",
+    "identity",
+    "algorithm",
+    "count",
+    "limit",
+    "remaining",
+    "ttl",
+    "memory",
+)
+NUMERIC = ("count", "limit", "remaining", "ttl", "memory")
+
+
+def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
+    client = connection.get_tool_client()
+    policies = inventory.known_policies()
+    if options["policy"] is not None:
+        find_policy(options["policy"], policies)
+    if options["identity"] is not None and options["match"] is not None:
+        raise CommandError("Give --identity or --match, not both.")
+    limit = options["limit"] or None
+    progress = output.ProgressLine(command.stderr, total=client.dbsize())
+    names = inventory.scan(
+        client,
+        policy=options["policy"],
+        identity=_identity(options),
+        identity_glob=options["match"],
+        limit=limit,
+        progress=progress,
+    )
+    found = sorted(inventory.usage(client, names, policies), key=lambda u: u.name.key)
+    progress.done()
+    usernames = _usernames(u.name.identity for u in found)
+    if options["json"]:
+        command.stdout.write(output.as_json([_usage_record(u, usernames) for u in found]))
+        return
+    rows = [
+        [
+            u.name.key,
+            u.name.policy,
+            _identity_label(u.name.identity, usernames),
+            u.name.algorithm,
+            u.count,
+            u.policy.limit if u.policy else None,
+            u.remaining,
+            output.seconds(u.ttl),
+            u.memory,
+        ]
+        + ([u.note] if u.note else [])
+        for u in found
+    ]
+    headers = KEY_COLUMNS + (("note",) if any(u.note for u in found) else ())
+    if rows:
+        command.stdout.write(output.table(headers, rows, numeric=NUMERIC))
+    total = sum(u.memory or 0 for u in found)
+    summary = f"{len(found)} keys, {total:,} bytes."
+    if limit is not None and len(found) >= limit:
+        summary += f" Stopped at --limit {limit}; there may be more (--limit 0 for all)."
+    command.stdout.write(summary)
+
+
+def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
+    client = connection.get_tool_client()
+    policies = inventory.known_policies()
+    name = _key_to_inspect(options, policies)
+    detail = inspection.inspect(client, name, policies)
+    usernames = _usernames([name.identity])
+    if options["json"]:
+        command.stdout.write(output.as_json(_detail_record(detail, usernames)))
+        return
+    write = command.stdout.write
+    policy = detail.policy
+    write(f"key        {name.key}{'' if detail.exists else '  (not in Redis: nothing counted)'}")
+    if policy is None:
+        write(f"policy     {name.policy} (deleted)")
+    else:
+        write(
+            f"policy     {policy.name}: {policy.algorithm}, {policy.limit} per "
+            f"{policy.window} s, {'enforce' if policy.enforce else 'shadow'}"
+        )
+    kind = identity.describe(name.identity)
+    write(f"identity   {_identity_label(name.identity, usernames)}, {kind}")
+    write(f"now        {inspection.iso(detail.now_us)} (Redis TIME)")
+    write(f"ttl        {output.seconds(detail.ttl)}")
+    write(f"memory     {output.text(detail.memory)} bytes")
+    if detail.note:
+        write(f"note       {detail.note}")
+    decision = detail.decision
+    if decision is not None:
+        write(f"count      {output.text(decision.count)} of {decision.limit}")
+        if decision.allowed:
+            write(f"next       allowed; {decision.remaining} left after it")
+        else:
+            write(f"next       denied; retry in {output.seconds(decision.retry_after)}")
+    if name.algorithm == "sliding_log":
+        _write_entries(command, detail)
+    elif detail.windows:
+        rows = [
+            [w.label, inspection.iso(w.start_us), inspection.iso(w.end_us), w.count]
+            for w in detail.windows
+        ]
+        write(output.table(("window", "start", "end", "count"), rows, numeric=("count",)))
+    elif detail.raw:
+        write(f"stored     {detail.raw}")
+
+
+def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
+    client = connection.get_tool_client()
+    policy = find_policy(options["policy"], inventory.known_policies())
+    who = _identity(options)
+    names = sorted(inventory.scan(client, policy=policy.name, identity=who), key=lambda n: n.key)
+    scope = f"policy {policy.name}" + (f", identity {who}" if who else "")
+    if not names:
+        command.stdout.write(f"No keys for {scope}.")
+        return
+    for name in names:
+        command.stdout.write(name.key)
+    if options["dry_run"]:
+        command.stdout.write(f"Dry run: would delete {len(names)} keys for {scope}.")
+        return
+    if not options["yes"]:
+        confirm(f"Delete {len(names)} keys for {scope}?")
+    deleted = inventory.delete(client, names)
+    command.stdout.write(f"Deleted {deleted} keys for {scope}.")
+
+
+def _identity(options: dict[str, Any]) -> str | None:
+    text = options.get("identity")
+    return None if text is None else parse_identity(text)
+
+
+def _key_to_inspect(options: dict[str, Any], policies: dict[str, Any]) -> keys.KeyName:
+    key = options["key"]
+    if key is not None:
+        if options["policy"] is not None or options["identity"] is not None:
+            raise CommandError("Give a KEY or --policy and --identity, not both.")
+        name = keys.parse_key(key, app_settings.KEY_PREFIX)
+        if name is None:
+            raise CommandError(
+                f"{key!r} is not a ratelimits key: expected "
+                f"{app_settings.KEY_PREFIX}:{{<identity>}}:<policy>:<log|counter|fixed>."
+            )
+        return name
+    if options["policy"] is None or options["identity"] is None:
+        raise CommandError("Give a KEY, or both --policy and --identity.")
+    policy = find_policy(options["policy"], policies)
+    key = policy.key_for(parse_identity(options["identity"]))
+    parsed = keys.parse_key(key, app_settings.KEY_PREFIX)
+    assert parsed is not None
+    return parsed
+
+
+def _write_entries(command: BaseCommand, detail: inspection.KeyDetail) -> None:
+    window_us = detail.policy.window * 1_000_000 if detail.policy else None
+    rows = []
+    for number, at in enumerate(detail.entries, start=1):
+        age_us = detail.now_us - at
+        state = "" if window_us is None or age_us < window_us else "left the window"
+        rows.append([number, inspection.iso(at), output.seconds(age_us / 1_000_000), state])
+    command.stdout.write(f"entries    {len(rows)}")
+    if rows:
+        command.stdout.write(output.table(("#", "time", "age", ""), rows, numeric=("#", "age")))
+
+
+def _usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str, Any]:
+    return {
+        "key": u.name.key,
+        "policy": u.name.policy,
+        **_identity_record(u.name.identity, usernames),
+        "algorithm": u.name.algorithm,
+        "count": u.count,
+        "limit": u.policy.limit if u.policy else None,
+        "window": u.policy.window if u.policy else None,
+        "remaining": u.remaining,
+        "ttl": u.ttl,
+        "memory": u.memory,
+        "note": u.note,
+    }
+
+
+def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[str, Any]:
+    decision = d.decision
+    record: dict[str, Any] = {
+        "key": d.name.key,
+        "exists": d.exists,
+        "policy": d.name.policy,
+        **_identity_record(d.name.identity, usernames),
+        "algorithm": d.name.algorithm,
+        "now": inspection.iso(d.now_us),
+        "ttl": d.ttl,
+        "memory": d.memory,
+        "note": d.note,
+        "limit": decision.limit if decision else None,
+        "window": decision.window if decision else None,
+        "count": decision.count if decision else None,
+        "remaining": decision.remaining if decision else None,
+        "allowed": decision.allowed if decision else None,
+        "retry_after": decision.retry_after if decision else None,
+    }
+    if d.name.algorithm == "sliding_log":
+        record["entries"] = [
+            {"time": inspection.iso(at), "age": (d.now_us - at) / 1_000_000} for at in d.entries
+        ]
+    else:
+        record["windows"] = [
+            {
+                "label": w.label,
+                "start": inspection.iso(w.start_us),
+                "end": inspection.iso(w.end_us),
+                "count": w.count,
+            }
+            for w in d.windows
+        ]
+        record["stored"] = d.raw
+    return record
+
+
+def _identity_record(tag: str, usernames: dict[str, str]) -> dict[str, Any]:
+    return {
+        "identity": tag,
+        "identity_kind": identity.describe(tag),
+        "hashed": identity.is_hashed(tag),
+        "username": usernames.get(tag),
+    }
+
+
+def _identity_label(tag: str, usernames: dict[str, str]) -> str:
+    if identity.is_hashed(tag):
+        return f"{tag} (hashed)"
+    if tag in usernames:
+        return f"{tag} ({usernames[tag]})"
+    return tag
+
+
+def _usernames(tags: Any) -> dict[str, str]:
+    """``{"u:42": "alice"}`` for the user identities that name an existing user."""
+    pks = {tag.removeprefix("u:") for tag in tags if tag.startswith("u:")}
+    if not pks:
+        return {}
+    model = get_user_model()
+    try:
+        users = list(model._default_manager.filter(pk__in=pks))
+    except (ValueError, TypeError, ValidationError):
+        return {}
+    return {f"u:{user.pk}": user.get_username() for user in users}

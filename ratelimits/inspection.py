@@ -1,0 +1,119 @@
+"""One key's full state, read-only: every log entry, both counter windows, the fixed window.
+
+Everything is read in one ``MULTI`` transaction together with Redis ``TIME`` and the
+decide script run with recording off, so the raw state, the clock and the limiter's own
+answer describe the same instant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import redis
+
+from ratelimits import keys, limiter
+from ratelimits.decision import Decision
+from ratelimits.inventory import policy_check
+from ratelimits.policy_table import CompiledPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A clock-aligned window: ``label`` is ``current``, ``previous`` or ``expired``."""
+
+    label: str
+    start_us: int
+    end_us: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyDetail:
+    """The state of one key at ``now_us`` (Redis ``TIME``).
+
+    ``entries`` (sliding_log) are admission times in microseconds, oldest first;
+    ``windows`` (sliding_counter, fixed_window) the stored windows. ``decision`` is what
+    the policy would answer for one more request now.
+    """
+
+    name: keys.KeyName
+    exists: bool
+    now_us: int
+    ttl: float | None
+    memory: int | None
+    policy: CompiledPolicy | None
+    decision: Decision | None
+    note: str = ""
+    entries: list[int] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+    #: The hash as stored (sliding_counter, fixed_window), for keys without a policy.
+    raw: dict[str, str] = field(default_factory=dict)
+
+
+def inspect(
+    client: redis.Redis, name: keys.KeyName, policies: dict[str, CompiledPolicy]
+) -> KeyDetail:
+    """Read ``name``'s state without changing it."""
+    check, note = policy_check(name, policies)
+    pipe = client.pipeline(transaction=True)
+    pipe.time()
+    pipe.exists(name.key)
+    pipe.pttl(name.key)
+    pipe.memory_usage(name.key)
+    if name.algorithm == "sliding_log":
+        pipe.zrange(name.key, 0, -1, withscores=True)
+    else:
+        pipe.hgetall(name.key)
+    if check is not None:
+        limiter.queue_peek([check], pipe)
+    replies = pipe.execute()
+    seconds, micros = replies[0]
+    now_us = int(seconds) * 1_000_000 + int(micros)
+    decision = None
+    if check is not None:
+        decision = limiter.verdict_from([check], replies[5])[1].decisions[0]
+    detail = KeyDetail(
+        name=name,
+        exists=bool(replies[1]),
+        now_us=now_us,
+        ttl=replies[2] / 1000 if replies[2] >= 0 else None,
+        memory=replies[3],
+        policy=policies.get(name.policy),
+        decision=decision,
+        note=note,
+    )
+    if name.algorithm == "sliding_log":
+        detail.entries.extend(int(score) for _, score in replies[4])
+    elif replies[4]:
+        detail.raw.update((k.decode(), v.decode()) for k, v in replies[4].items())
+        if detail.policy is not None:
+            detail.windows.extend(_windows(name.algorithm, replies[4], detail.policy, now_us))
+    return detail
+
+
+def iso(time_us: int) -> str:
+    """A Redis timestamp in microseconds as ISO 8601 UTC, to the millisecond."""
+    moment = datetime.fromtimestamp(time_us / 1_000_000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _windows(
+    algorithm: str, stored: dict[bytes, bytes], policy: CompiledPolicy, now_us: int
+) -> list[Window]:
+    window_us = policy.window * 1_000_000
+    current = now_us // window_us
+    index = int(stored.get(b"w", b"0"))
+    found = [(index, int(stored.get(b"c", b"0")))]
+    if algorithm == "sliding_counter":
+        found.append((index - 1, int(stored.get(b"p", b"0"))))
+    windows = []
+    for at, count in found:
+        if at == current:
+            label = "current"
+        elif at == current - 1 and algorithm == "sliding_counter":
+            label = "previous"
+        else:
+            label = "expired"
+        windows.append(Window(label, at * window_us, (at + 1) * window_us, count))
+    return windows

@@ -1,0 +1,174 @@
+"""The limiter's keys in Redis, for tools: find them, read their usage, delete them.
+
+Keys are found with ``SCAN`` and a ``MATCH`` pattern built from the key layout (never
+``KEYS``, which blocks the server). Reading never consumes: counts come from the decide
+script run with recording off, so they are the numbers the limiter itself would see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import redis
+
+from ratelimits import keys, limiter
+from ratelimits.conf import app_settings
+from ratelimits.decision import Decision
+from ratelimits.policy_table import CompiledPolicy
+
+#: Keys per ``SCAN`` call (a hint to Redis) and per pipelined batch of reads.
+SCAN_BATCH = 1000
+READ_BATCH = 500
+
+#: ``progress(examined, found)`` is called after every ``SCAN`` call.
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyUsage:
+    """One key's current state.
+
+    ``decision`` is what the key's policy would answer for one more request now (``None``
+    when the policy is gone or now uses another algorithm, see ``note``). ``ttl`` is in
+    seconds (``None``: the key has no expiry); ``memory`` is ``MEMORY USAGE`` in bytes.
+    """
+
+    name: keys.KeyName
+    policy: CompiledPolicy | None
+    decision: Decision | None
+    ttl: float | None
+    memory: int | None
+    note: str = ""
+
+    @property
+    def count(self) -> float | None:
+        return self.decision.count if self.decision else None
+
+    @property
+    def remaining(self) -> int | None:
+        return self.decision.remaining if self.decision else None
+
+
+def known_policies() -> dict[str, CompiledPolicy]:
+    """Every policy in the database by name, the disabled ones too (they may have keys)."""
+    from ratelimits.models import Policy
+
+    return {p.name: CompiledPolicy.from_model(p) for p in Policy.objects.all()}
+
+
+def scan(
+    client: redis.Redis,
+    *,
+    policy: str | None = None,
+    identity: str | None = None,
+    identity_glob: str | None = None,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> Iterator[keys.KeyName]:
+    """The limiter's keys, optionally of one ``policy`` and one ``identity`` (or identities
+    matching ``identity_glob``). Stops scanning once ``limit`` keys were found."""
+    prefix = app_settings.KEY_PREFIX
+    pattern = keys.scan_pattern(
+        prefix, identity=identity, identity_glob=identity_glob, policy=policy
+    )
+    seen: set[str] = set()  # SCAN may return a key twice while Redis resizes its table
+    cursor = 0
+    examined = 0
+    while True:
+        cursor, batch = client.scan(cursor, match=pattern, count=SCAN_BATCH)
+        examined += SCAN_BATCH
+        for raw in batch:
+            name = keys.parse_key(raw, prefix)
+            if name is None or name.key in seen:
+                continue
+            if policy is not None and name.policy != policy:
+                continue
+            seen.add(name.key)
+            yield name
+            if limit is not None and len(seen) >= limit:
+                return
+        if progress is not None:
+            progress(examined, len(seen))
+        if cursor == 0:
+            return
+
+
+def usage(
+    client: redis.Redis,
+    names: Iterable[keys.KeyName],
+    policies: dict[str, CompiledPolicy],
+) -> Iterator[KeyUsage]:
+    """The state of each key, read in pipelined batches (one round trip per batch)."""
+    batch: list[keys.KeyName] = []
+    for name in names:
+        batch.append(name)
+        if len(batch) >= READ_BATCH:
+            yield from _read_batch(client, batch, policies)
+            batch = []
+    if batch:
+        yield from _read_batch(client, batch, policies)
+
+
+def delete(client: redis.Redis, names: Iterable[keys.KeyName]) -> int:
+    """Delete the keys (``UNLINK``, in batches); returns how many existed."""
+    deleted = 0
+    batch: list[str] = []
+    for name in names:
+        batch.append(name.key)
+        if len(batch) >= SCAN_BATCH:
+            deleted += int(client.unlink(*batch))
+            batch = []
+    if batch:
+        deleted += int(client.unlink(*batch))
+    return deleted
+
+
+def policy_check(
+    name: keys.KeyName, policies: dict[str, CompiledPolicy]
+) -> tuple[limiter.Check | None, str]:
+    """The check that reads ``name`` as its policy would, or ``None`` and why not."""
+    policy = policies.get(name.policy)
+    if policy is None:
+        return None, "policy deleted"
+    if policy.algorithm != name.algorithm:
+        return None, f"left over: the policy now uses {policy.algorithm}"
+    return limiter.Check(policy, name.identity), ""
+
+
+def _read_batch(
+    client: redis.Redis, names: list[keys.KeyName], policies: dict[str, CompiledPolicy]
+) -> list[KeyUsage]:
+    pipe = client.pipeline(transaction=False)
+    plans = []
+    for name in names:
+        check, note = policy_check(name, policies)
+        if check is not None:
+            limiter.queue_peek([check], pipe)
+        pipe.pttl(name.key)
+        pipe.memory_usage(name.key)
+        plans.append((name, check, note))
+    replies = iter(pipe.execute(raise_on_error=False))
+    found = []
+    for name, check, note in plans:
+        decision = None
+        if check is not None:
+            reply = next(replies)
+            if isinstance(reply, Exception):
+                note = f"unreadable: {reply}"
+            else:
+                decision = limiter.verdict_from([check], reply)[1].decisions[0]
+        pttl, memory = next(replies), next(replies)
+        if isinstance(pttl, int) and pttl == -2:
+            continue  # expired between SCAN and now
+        found.append(
+            KeyUsage(
+                name=name,
+                policy=policies.get(name.policy),
+                decision=decision,
+                ttl=pttl / 1000 if isinstance(pttl, int) and pttl >= 0 else None,
+                memory=memory if isinstance(memory, int) else None,
+                note=note,
+            )
+        )
+    return found

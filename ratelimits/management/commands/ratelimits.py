@@ -1,0 +1,138 @@
+"""``manage.py ratelimits``: see and fix what the limiter does, keep policies in files.
+
+Subcommands: ``policies``, ``keys``, ``inspect``, ``reset``, ``export``, ``import``,
+``check``. Run ``manage.py ratelimits <subcommand> --help`` for each one's options.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import redis
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ratelimits import connection
+from ratelimits.cli import keys, policies, probe
+from ratelimits.exceptions import ConfigurationError
+from ratelimits.identity import IDENTITY_FORMS
+from ratelimits.policy_io import FORMATS
+
+SUBCOMMANDS = {
+    "policies": policies.run_policies,
+    "keys": keys.run_keys,
+    "inspect": keys.run_inspect,
+    "reset": keys.run_reset,
+    "export": policies.run_export,
+    "import": policies.run_import,
+    "check": probe.run_check,
+}
+
+
+def _positive_or_zero(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 (no limit) or more")
+    return value
+
+
+class Command(BaseCommand):
+    help = "Inspect rate-limit policies and their keys in Redis; reset, export and import."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+
+        listing = sub.add_parser("policies", help="List every policy.")
+        self._json(listing)
+
+        found = sub.add_parser("keys", help="List live keys (SCAN) with their counts.")
+        found.add_argument("--policy", metavar="NAME", help="Only this policy's keys.")
+        found.add_argument(
+            "--identity", metavar="VALUE", help=f"Only this client: {IDENTITY_FORMS}."
+        )
+        found.add_argument(
+            "--match",
+            metavar="GLOB",
+            help="Only identities matching this Redis glob, e.g. 'ip:203.0.113.*'.",
+        )
+        found.add_argument(
+            "--limit",
+            type=_positive_or_zero,
+            default=1000,
+            metavar="N",
+            help="Stop after N keys without scanning the rest (default 1000; 0 for all).",
+        )
+        self._json(found)
+
+        look = sub.add_parser("inspect", help="Show one key's full state without consuming.")
+        look.add_argument("key", nargs="?", metavar="KEY", help="The key, as `keys` lists it.")
+        look.add_argument("--policy", metavar="NAME", help="The policy (with --identity).")
+        look.add_argument("--identity", metavar="VALUE", help=f"The client: {IDENTITY_FORMS}.")
+        self._json(look)
+
+        reset = sub.add_parser("reset", help="Delete a policy's keys (all, or one client's).")
+        reset.add_argument("--policy", metavar="NAME", required=True, help="The policy.")
+        reset.add_argument(
+            "--identity", metavar="VALUE", help=f"Only this client: {IDENTITY_FORMS}."
+        )
+        reset.add_argument("--dry-run", action="store_true", help="List the keys; delete nothing.")
+        reset.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
+
+        export = sub.add_parser("export", help="Write every policy to a JSON or YAML file.")
+        export.add_argument(
+            "file", nargs="?", metavar="FILE", help="Where to write (default stdout)."
+        )
+        self._format(export)
+
+        load = sub.add_parser("import", help="Create or update policies from a JSON or YAML file.")
+        load.add_argument("file", metavar="FILE", help="The file to read ('-' for stdin).")
+        self._format(load)
+        load.add_argument("--dry-run", action="store_true", help="Show the changes; make none.")
+        load.add_argument(
+            "--prune", action="store_true", help="Also delete policies missing from the file."
+        )
+        load.add_argument("--yes", action="store_true", help="Do not ask before pruning.")
+
+        check = sub.add_parser(
+            "check", help="Which policies a request would meet, and this client's state in each."
+        )
+        check.add_argument("--path", required=True, help="The request path, e.g. /api/login/.")
+        check.add_argument("--method", default="GET", help="The HTTP method (default GET).")
+        check.add_argument("--user", metavar="USERNAME", help="As this logged-in user.")
+        check.add_argument("--ip", metavar="ADDR", help="From this client address.")
+        check.add_argument(
+            "--header", metavar="NAME=VALUE", help="With this header, for header:<Name> policies."
+        )
+        self._json(check)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        run = SUBCOMMANDS[options["subcommand"]]
+        try:
+            run(self, options)
+        except redis.RedisError as e:
+            where = _redis_location()
+            raise CommandError(f"Redis at {where} did not answer: {e}") from None
+        except ConfigurationError as e:
+            raise CommandError(str(e)) from None
+
+    @staticmethod
+    def _json(parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+
+    @staticmethod
+    def _format(parser: CommandParser) -> None:
+        parser.add_argument(
+            "--format",
+            choices=FORMATS,
+            help="json or yaml (default: from the file's extension; json for stdout).",
+        )
+
+
+def _redis_location() -> str:
+    try:
+        return connection.describe(connection.get_tool_client())
+    except ConfigurationError:
+        return "(not configured)"
