@@ -1,0 +1,377 @@
+"""Policy files: export the policy table to JSON or YAML and import it back.
+
+The engine behind ``manage.py ratelimits export/import``. A policy file is::
+
+    {"version": 1, "policies": [{"name": ..., "endpoint": ..., ...}, ...]}
+
+with the fields of :data:`FIELDS` in every row (``version`` may be left out; a bare list of
+rows is accepted too). An import is done in two steps: :func:`plan_import` validates every
+row and works out what would change without writing anything, then :func:`apply_import`
+writes the plan in one transaction, all or nothing.
+
+**The file is the source of truth.** A row names the whole policy: a field left out of a row
+takes the model's default (``methods`` blank, ``algorithm`` sliding_counter, ``key``
+user_or_ip, ``mode`` enforce, ``fail_open`` and ``enabled`` true), for a new policy and for
+an existing one alike. Leaving ``mode`` out of the row of a policy stored in shadow mode
+therefore switches it back to enforce; it does not keep the stored value. Only ``name``,
+``endpoint``, ``limit`` and ``window`` are required.
+
+Rows are checked strictly before the model sees them (no unknown fields, ``limit`` and
+``window`` are integers and not booleans, ``fail_open`` and ``enabled`` are booleans, the
+other fields are strings), then with the model's own ``full_clean()``: the normalisation of
+``Policy.normalize()``, the field validators and the database check constraints. Every
+problem of every row is collected and reported in one :class:`PolicyFileError`.
+
+YAML needs PyYAML and is read with ``yaml.safe_load`` only, so tags such as
+``!!python/object`` are refused, never executed. JSON needs nothing beyond the standard
+library. Duplicate keys inside a JSON object are refused; PyYAML's ``safe_load`` keeps the
+last of duplicate keys in a YAML mapping without a word.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import transaction
+
+from ratelimits.models import Policy
+
+FORMATS = ("json", "yaml")
+FIELDS: tuple[str, ...] = (
+    "name",
+    "endpoint",
+    "methods",
+    "algorithm",
+    "limit",
+    "window",
+    "key",
+    "mode",
+    "fail_open",
+    "enabled",
+)
+REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
+VERSION = 1
+
+_EXTENSIONS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+_INT_FIELDS = frozenset({"limit", "window"})
+_BOOL_FIELDS = frozenset({"fail_open", "enabled"})
+_STR_FIELDS = frozenset(FIELDS) - _INT_FIELDS - _BOOL_FIELDS
+
+
+class PolicyFileError(Exception):
+    """A policy file that cannot be used; ``str(e)`` is one line per problem, naming the place.
+
+    The problems are also available as a list in :attr:`problems`.
+    """
+
+    def __init__(self, problems: str | Iterable[str]) -> None:
+        problems = [problems] if isinstance(problems, str) else list(problems)
+        self.problems: list[str] = [" ".join(problem.splitlines()) for problem in problems]
+        super().__init__("\n".join(self.problems))
+
+
+def _check_format(fmt: str) -> str:
+    normal = fmt.lower() if isinstance(fmt, str) else fmt
+    if normal not in FORMATS:
+        raise PolicyFileError(f"Unknown format {fmt!r}: use one of {', '.join(FORMATS)}.")
+    return normal
+
+
+def detect_format(path: str | os.PathLike[str] | None, explicit: str | None = None) -> str:
+    """The format of a policy file: ``explicit`` if given, else from the extension of ``path``.
+
+    ``None`` or ``"-"`` (standard input or output) is JSON.
+    """
+    if explicit is not None:
+        return _check_format(explicit)
+    if path is None:
+        return "json"
+    path = os.fspath(path)
+    if path == "-":
+        return "json"
+    extension = os.path.splitext(path)[1].lower()
+    try:
+        return _EXTENSIONS[extension]
+    except KeyError:
+        raise PolicyFileError(
+            f"{path}: cannot tell the format from the file name; pass --format json|yaml."
+        ) from None
+
+
+def _yaml() -> ModuleType:
+    try:
+        import yaml
+    except ImportError:
+        raise PolicyFileError(
+            "YAML policy files need PyYAML (pip install PyYAML); JSON needs nothing."
+        ) from None
+    return yaml
+
+
+def _row(policy: Policy) -> dict[str, Any]:
+    return {name: getattr(policy, name) for name in FIELDS}
+
+
+def dump_policies(policies: Iterable[Policy], fmt: str) -> str:
+    """The text of a policy file holding ``policies`` (sorted by name) in ``fmt``."""
+    fmt = _check_format(fmt)
+    rows = [_row(policy) for policy in sorted(policies, key=lambda policy: policy.name)]
+    document = {"version": VERSION, "policies": rows}
+    if fmt == "json":
+        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return _yaml().safe_dump(document, sort_keys=False, allow_unicode=True)
+
+
+def _describe(value: Any) -> str:
+    """``value`` as a file author would name it: ``a boolean (true)``, ``a list``..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value!r})"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return f"a {type(value).__name__} ({value!r})"
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in result:
+            raise ValueError(f"duplicate key {name!r} in an object")
+        result[name] = value
+    return result
+
+
+def _load(text: str, fmt: str, source: str) -> Any:
+    if fmt == "json":
+        try:
+            return json.loads(text, object_pairs_hook=_reject_duplicate_keys)
+        except json.JSONDecodeError as e:
+            raise PolicyFileError(
+                f"{source}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}."
+            ) from None
+        except ValueError as e:
+            raise PolicyFileError(f"{source}: invalid JSON: {e}.") from None
+        except RecursionError:
+            raise PolicyFileError(f"{source}: invalid JSON: nested too deeply.") from None
+    yaml = _yaml()
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = e.problem or " ".join(str(e).split())
+        if e.context and e.problem:
+            problem = f"{problem} ({e.context})"
+        raise PolicyFileError(f"{source}: {where}invalid YAML: {problem}.") from None
+    except yaml.YAMLError as e:
+        message = " ".join(str(e).split())
+        raise PolicyFileError(f"{source}: invalid YAML: {message}") from None
+    except RecursionError:
+        raise PolicyFileError(f"{source}: invalid YAML: nested too deeply.") from None
+
+
+def parse_document(text: str, fmt: str, source: str) -> list[dict[str, Any]]:
+    """The rows of the policy file ``text`` in ``fmt``; ``source`` names it in error messages."""
+    fmt = _check_format(fmt)
+    text = text.removeprefix("\ufeff")  # a byte order mark left by some editors
+    if not text.strip():
+        raise PolicyFileError(f"{source}: the file is empty; it holds no policy document.")
+    document = _load(text, fmt, source)
+    if document is None and fmt == "yaml":  # comments only
+        raise PolicyFileError(f"{source}: the file is empty; it holds no policy document.")
+    if isinstance(document, dict):
+        problems = []
+        unknown = [key for key in document if key not in ("version", "policies")]
+        if unknown:
+            problems.append(
+                f"{source}: unknown top-level key(s) {', '.join(map(repr, unknown))}; "
+                "expected version and policies."
+            )
+        if "version" in document:
+            version = document["version"]
+            if type(version) is not int or version != VERSION:
+                problems.append(
+                    f"{source}: unsupported version {_describe(version)}; "
+                    f"this release reads version {VERSION}."
+                )
+        if "policies" not in document:
+            problems.append(f"{source}: the key 'policies' (a list of policies) is missing.")
+        if problems:
+            raise PolicyFileError(problems)
+        rows = document["policies"]
+        if not isinstance(rows, list):
+            raise PolicyFileError(
+                f"{source}: 'policies' must be a list of policies, not {_describe(rows)}."
+            )
+    elif isinstance(document, list):
+        rows = document
+    else:
+        raise PolicyFileError(
+            f"{source}: expected a mapping with 'version' and 'policies' or a list of "
+            f"policies, not {_describe(document)}."
+        )
+    problems = [
+        f"{source}: row {number}: expected a mapping of field names to values, "
+        f"not {_describe(row)}."
+        for number, row in enumerate(rows, start=1)
+        if not isinstance(row, dict)
+    ]
+    if problems:
+        raise PolicyFileError(problems)
+    return rows
+
+
+@dataclass
+class ImportPlan:
+    """What an import would do; nothing is written until :func:`apply_import`."""
+
+    created: list[Policy] = field(default_factory=list)
+    updated: list[tuple[Policy, list[str]]] = field(default_factory=list)
+    unchanged: list[Policy] = field(default_factory=list)
+    pruned: list[Policy] = field(default_factory=list)
+
+    @property
+    def changes(self) -> bool:
+        """Whether applying the plan would write anything."""
+        return bool(self.created or self.updated or self.pruned)
+
+
+def _type_problem(name: str, value: Any) -> str | None:
+    if name in _INT_FIELDS:
+        if type(value) is not int:
+            return f"must be an integer, not {_describe(value)}."
+    elif name in _BOOL_FIELDS:
+        if not isinstance(value, bool):
+            return f"must be true or false, not {_describe(value)}."
+    elif not isinstance(value, str):
+        return f"must be a string, not {_describe(value)}."
+    return None
+
+
+def _validation_lines(error: ValidationError) -> list[str]:
+    lines = []
+    for name, messages in error.message_dict.items():
+        for message in messages:
+            lines.append(message if name == NON_FIELD_ERRORS else f"{name}: {message}")
+    return lines
+
+
+def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPlan:
+    """Match ``rows`` to the stored policies by name and validate them all; writes nothing.
+
+    Raises :class:`PolicyFileError` listing every problem of every row. A field missing
+    from a row takes the model's default, also for an existing policy (see the module
+    docstring). With ``prune``, stored policies missing from ``rows`` are to be deleted.
+    """
+    existing = {policy.name: policy for policy in Policy.objects.all()}
+    defaults = {name: Policy._meta.get_field(name).get_default() for name in FIELDS}
+    plan = ImportPlan()
+    problems: list[str] = []
+    first_row: dict[str, int] = {}
+
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row, dict):
+            problems.append(
+                f"row {number}: expected a mapping of field names to values, not {_describe(row)}."
+            )
+            continue
+        name = row.get("name")
+        label = f"row {number}"
+        if isinstance(name, str) and name:
+            label += f" ({name})" if name.isprintable() else f" ({name!r})"
+        row_problems: list[str] = []
+        bad: set[str] = set()
+
+        unknown = [key for key in row if key not in FIELDS]
+        if unknown:
+            row_problems.append(
+                f"unknown field(s) {', '.join(map(repr, unknown))}; "
+                f"the fields are {', '.join(FIELDS)}."
+            )
+        for required in REQUIRED_FIELDS:
+            if required not in row:
+                row_problems.append(f"{required}: this field is required.")
+                bad.add(required)
+        values: dict[str, Any] = {}
+        for fname in FIELDS:
+            if fname not in row:
+                if fname not in REQUIRED_FIELDS:
+                    values[fname] = defaults[fname]
+                continue
+            problem = _type_problem(fname, row[fname])
+            if problem:
+                row_problems.append(f"{fname}: {problem}")
+                bad.add(fname)
+            else:
+                values[fname] = row[fname]
+
+        duplicate = False
+        if "name" not in bad:
+            if name in first_row:
+                row_problems.append(
+                    f"name: {name!r} is also the name of row {first_row[name]}; "
+                    "names must be unique."
+                )
+                duplicate = True
+            else:
+                first_row[name] = number
+
+        stored = None if duplicate or "name" in bad else existing.get(name)
+        if stored is not None:
+            policy = stored
+            before = _row(stored)
+        else:
+            policy = Policy()
+            before = None
+        for fname, value in values.items():
+            setattr(policy, fname, value)
+        exclude = set(bad)
+        if duplicate:
+            exclude.add("name")  # validated with its first row
+        try:
+            policy.full_clean(exclude=sorted(exclude) or None)
+        except ValidationError as e:
+            row_problems.extend(_validation_lines(e))
+
+        if row_problems:
+            problems.extend(f"{label}: {problem}" for problem in row_problems)
+        elif before is None:
+            plan.created.append(policy)
+        else:
+            changed = [fname for fname in FIELDS if getattr(policy, fname) != before[fname]]
+            if changed:
+                plan.updated.append((policy, changed))
+            else:
+                plan.unchanged.append(policy)
+
+    if problems:
+        raise PolicyFileError(problems)
+    if prune:
+        plan.pruned = [policy for name, policy in sorted(existing.items()) if name not in first_row]
+    return plan
+
+
+def apply_import(plan: ImportPlan) -> None:
+    """Write ``plan`` in one transaction: all of it, or nothing if anything fails."""
+    with transaction.atomic():
+        for policy in plan.created:
+            policy.save()
+        for policy, changed in plan.updated:
+            policy.save(update_fields=[*changed, "updated_at"])
+        for policy in plan.pruned:
+            policy.delete()
