@@ -30,6 +30,12 @@ class Decision:
     failed: bool = False
 
     @property
+    def available(self) -> int:
+        """Requests this policy would still allow now, counting this one: ``remaining + 1``
+        when allowed, else 0. For a read-only peek, what the client has left."""
+        return self.remaining + 1 if self.allowed else 0
+
+    @property
     def blocks(self) -> bool:
         """True when this decision denies the request (an enforcing policy said no)."""
         return self.enforce and not self.allowed

@@ -47,7 +47,8 @@ class KeyUsage:
 
     @property
     def remaining(self) -> int | None:
-        return self.decision.remaining if self.decision else None
+        """Requests the client may still send now."""
+        return self.decision.available if self.decision else None
 
 
 def known_policies() -> dict[str, CompiledPolicy]:

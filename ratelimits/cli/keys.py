@@ -106,7 +106,7 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
     if decision is not None:
         write(f"count      {output.text(decision.count)} of {decision.limit}")
         if decision.allowed:
-            write(f"next       allowed; {decision.remaining} left after it")
+            write(f"next       allowed; {decision.available} left now")
         else:
             write(f"next       denied; retry in {output.seconds(decision.retry_after)}")
     if name.algorithm == "sliding_log":
@@ -210,7 +210,7 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
         "limit": decision.limit if decision else None,
         "window": decision.window if decision else None,
         "count": decision.count if decision else None,
-        "remaining": decision.remaining if decision else None,
+        "remaining": decision.available if decision else None,
         "allowed": decision.allowed if decision else None,
         "retry_after": decision.retry_after if decision else None,
     }

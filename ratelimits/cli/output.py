@@ -43,8 +43,8 @@ def text(value: Any) -> str:
 
 
 def seconds(value: float | None) -> str:
-    """``41.2 s``; ``-`` for no value."""
-    return "-" if value is None else f"{text(round(value, 3))} s"
+    """``41.2 s`` (to a tenth); ``-`` for no value."""
+    return "-" if value is None else f"{value:.1f} s"
 
 
 def as_json(data: Any) -> str:

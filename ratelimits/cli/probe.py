@@ -73,7 +73,7 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
                 "enforce" if policy.enforce else "shadow",
                 decision.identity,
                 decision.count,
-                decision.remaining,
+                decision.available,
                 next_request,
             ]
         )
@@ -155,7 +155,7 @@ def _record(
                 "limit": d.limit,
                 "window": d.window,
                 "count": d.count,
-                "remaining": d.remaining,
+                "remaining": d.available,
                 "allowed": d.allowed,
                 "retry_after": d.retry_after,
             }
