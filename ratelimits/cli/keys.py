@@ -35,12 +35,13 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
         find_policy(options["policy"], policies)
     if options["identity"] is not None and options["match"] is not None:
         raise CommandError("Give --identity or --match, not both.")
+    who = _identity(options)  # a bad --identity is refused before Redis is asked
     limit = options["limit"] or None
     progress = output.ProgressLine(command.stderr, total=client.dbsize())
     names = inventory.scan(
         client,
         policy=options["policy"],
-        identity=_identity(options),
+        identity=who,
         identity_glob=options["match"],
         limit=limit,
         progress=progress,
@@ -70,7 +71,7 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
     if rows:
         command.stdout.write(output.table(headers, rows, numeric=NUMERIC))
     total = sum(u.memory or 0 for u in found)
-    summary = f"{len(found)} keys, {total:,} bytes."
+    summary = f"{_count_keys(len(found))}, {total:,} bytes."
     if limit is not None and len(found) >= limit:
         summary += f" Stopped at --limit {limit}; there may be more (--limit 0 for all)."
     command.stdout.write(summary)
@@ -133,12 +134,16 @@ def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
     for name in names:
         command.stdout.write(name.key)
     if options["dry_run"]:
-        command.stdout.write(f"Dry run: would delete {len(names)} keys for {scope}.")
+        command.stdout.write(f"Dry run: would delete {_count_keys(len(names))} for {scope}.")
         return
     if not options["yes"]:
-        confirm(f"Delete {len(names)} keys for {scope}?")
+        confirm(f"Delete {_count_keys(len(names))} for {scope}?")
     deleted = inventory.delete(client, names)
-    command.stdout.write(f"Deleted {deleted} keys for {scope}.")
+    command.stdout.write(f"Deleted {_count_keys(deleted)} for {scope}.")
+
+
+def _count_keys(number: int) -> str:
+    return f"{number} key" if number == 1 else f"{number} keys"
 
 
 def _identity(options: dict[str, Any]) -> str | None:
