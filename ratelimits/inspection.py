@@ -87,7 +87,7 @@ def inspect(
         detail.entries.extend(int(score) for _, score in replies[4])
     elif replies[4]:
         detail.raw.update((k.decode(), v.decode()) for k, v in replies[4].items())
-        if detail.policy is not None:
+        if check is not None:  # windows only mean something under the policy's settings
             detail.windows.extend(_windows(name.algorithm, replies[4], detail.policy, now_us))
     return detail
 

@@ -546,7 +546,7 @@ def test_keys_show_hashed_identities_never_the_value(clients):
 
 
 def test_keys_refuses_bad_identities(clients):
-    assert refused("keys", "--identity", "user:nobody") == "--identity There is no user 'nobody'."
+    assert refused("keys", "--identity", "user:nobody") == "--identity: There is no user 'nobody'."
     assert "'nonsense' is not an identity" in refused("keys", "--identity", "nonsense")
     assert "IPv4 identities are single addresses" in refused("keys", "--identity", "10.0.0.0/8")
     assert "header:<Name>=<value>" in refused("keys", "--identity", "header:X-Api-Key")
@@ -714,7 +714,7 @@ def test_keys_scan_of_100k_keys(redis_client, monkeypatch):
     # reset deletes all 2,000 (in several UNLINK batches) and nothing else.
     before = redis_client.dbsize()
     text = run("reset", "--policy", target.name, "--yes")
-    assert text.splitlines()[-1] == "Deleted 2000 keys for policy target."
+    assert text.splitlines()[-1] == "Deleted 2,000 keys for policy target."
     assert len(text.splitlines()) == 2001
     assert redis_client.dbsize() == before - 2000
     assert not any(redis_client.exists(key) for key in list(expected_target)[:100])

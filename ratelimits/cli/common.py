@@ -29,4 +29,4 @@ def parse_identity(text: str) -> str:
     try:
         return identity.identity_from_text(text)
     except ValueError as e:
-        raise CommandError(f"--identity {e}") from None
+        raise CommandError(f"--identity: {e}") from None

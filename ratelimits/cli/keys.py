@@ -143,7 +143,7 @@ def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
 
 
 def _count_keys(number: int) -> str:
-    return f"{number} key" if number == 1 else f"{number} keys"
+    return "1 key" if number == 1 else f"{number:,} keys"
 
 
 def _identity(options: dict[str, Any]) -> str | None:
