@@ -13,6 +13,7 @@ from django.urls import Resolver404, resolve
 
 from ratelimits import connection, identity, limiter, policy_table
 from ratelimits.cli import output
+from ratelimits.policy_table import CompiledPolicy
 
 COLUMNS = (
     "policy",
@@ -58,39 +59,15 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
         write("No enabled policy matches this request: it is not rate limited.")
         return
     rows = []
-    for decision in verdict.decisions:
-        policy = next(c.policy for c in checks if c.policy.name == decision.policy)
+    for check, decision in zip(checks, verdict.decisions, strict=True):
         if decision.allowed:
             next_request = "allowed"
         else:
             next_request = f"denied ({output.seconds(decision.retry_after)})"
         rows.append(
-            [
-                policy.name,
-                policy.endpoint,
-                f"{policy.limit} per {policy.window} s",
-                policy.algorithm,
-                "enforce" if policy.enforce else "shadow",
-                decision.identity,
-                decision.count,
-                decision.available,
-                next_request,
-            ]
+            _row(check.policy, decision.identity, decision.count, decision.available, next_request)
         )
-    for policy, why in skipped:
-        rows.append(
-            [
-                policy.name,
-                policy.endpoint,
-                f"{policy.limit} per {policy.window} s",
-                policy.algorithm,
-                "enforce" if policy.enforce else "shadow",
-                None,
-                None,
-                None,
-                f"not counted: {why}",
-            ]
-        )
+    rows.extend(_row(policy, None, None, None, f"not counted: {why}") for policy, why in skipped)
     write(output.table(COLUMNS, rows, numeric=("count", "remaining")))
     if verdict.allowed:
         write("The next request would be allowed.")
@@ -100,6 +77,12 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
             f"The next request would be denied by {denied}; "
             f"retry in {output.seconds(verdict.retry_after)}."
         )
+
+
+def _row(policy: CompiledPolicy, *cells: Any) -> list[Any]:
+    mode = "enforce" if policy.enforce else "shadow"
+    rate = f"{policy.limit} per {policy.window} s"
+    return [policy.name, policy.endpoint, rate, policy.algorithm, mode, *cells]
 
 
 def _view_names(path: str) -> tuple[str | None, str | None]:
