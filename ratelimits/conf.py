@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
     "BREAKER_COOLDOWN": 1.0,
     # Retry-After (seconds) sent when a fail-closed policy denies because Redis is unavailable.
     "FAIL_CLOSED_RETRY_AFTER": 1,
+    # Seconds between a worker's sends of its per-minute request counts (admin dashboard).
+    "METRICS_FLUSH_INTERVAL": 5.0,
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import redis
 from redis.commands.core import Script
 
-from ratelimits import connection, scripts, stats
+from ratelimits import connection, metrics, scripts, stats
 from ratelimits.breaker import breaker
 from ratelimits.conf import app_settings
 from ratelimits.decision import Decision, Verdict
@@ -155,11 +155,13 @@ def _fail_verdict(checks: Sequence[Check]) -> Verdict:
         )
     )
     stats.count(verdict)
+    metrics.record(verdict)
     return verdict
 
 
 def _report(verdict: Verdict) -> None:
     stats.count(verdict)
+    metrics.record(verdict)
     for decision in verdict.decisions:
         if decision.shadow_denied:
             logger.info(

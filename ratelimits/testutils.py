@@ -131,10 +131,12 @@ class RedisServer:
 
 
 def reset_state() -> None:
-    """Forget the policy table, the Redis client and the breaker of this process."""
-    from ratelimits import connection, policy_table, stats
+    """Forget the policy table, the Redis client, the breaker and the unsent request
+    counts (stopping the metrics flusher) of this process."""
+    from ratelimits import connection, metrics, policy_table, stats
     from ratelimits.breaker import breaker
 
+    metrics.reset()
     policy_table.reset()
     connection.reset()
     breaker.reset()

@@ -1,0 +1,386 @@
+"""Requests per policy per minute, kept in Redis for the admin's dashboard.
+
+The request path only counts in memory: :func:`record` takes a lock and adds to a dict,
+no I/O. A daemon thread per process (started by the first :func:`record`, and again in
+a forked child) sends the counts every ``METRICS_FLUSH_INTERVAL`` seconds in one
+pipelined round trip::
+
+    HINCRBY <prefix>:stats:<minute> <policy>:<outcome> <n>    (for each count)
+    EXPIRE  <prefix>:stats:<minute> 7200                      (for each minute touched)
+
+where ``minute`` is ``int(time.time() // 60)`` on the app server when the request was
+decided. :func:`series` and :func:`denied_since` read the hashes back for the admin.
+
+Outcomes are those of :mod:`ratelimits.stats`, per decision (a request under three
+policies counts once in each):
+
+``allowed``         the policy admitted the request and it went through
+``denied``          an enforcing policy denied it (429)
+``shadow_denied``   a shadow policy would have denied it (it went through)
+``not_counted``     the policy admitted it but another policy denied the request
+``failed_open``     Redis could not answer; the policy let the request through
+``failed_closed``   Redis could not answer; the policy denied it (429)
+
+Failures get their own outcomes rather than being folded into allowed / denied, so the
+chart does not show an outage as ordinary traffic. They are kept in the buffer while
+Redis is down and land in their minutes once it answers again.
+
+Redis failures: the flusher uses the limiter's fast-fail client and its circuit breaker.
+While the breaker is open the flusher does not try; when it tries, it reports the result
+to the breaker like a request would, so a successful flush closes the breaker (the
+flusher then serves as the breaker's probe instead of a request paying a timeout). Counts
+that could not be sent stay in the buffer and go with the next flush; counts for minutes
+more than :data:`MAX_AGE_MINUTES` old are dropped (with a warning), so a dead Redis
+cannot grow the buffer without bound. Delivery is at least once: if Redis applied a
+flush but its reply was lost (a timeout after the write), the retry counts it again. A
+refused connection or an open breaker never double counts. A count the server refuses
+(``WRONGTYPE``: a foreign value at a stats key) is dropped and logged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import redis
+
+from ratelimits import connection
+from ratelimits.breaker import breaker
+from ratelimits.conf import app_settings
+from ratelimits.decision import Decision, Verdict
+from ratelimits.exceptions import ConfigurationError
+
+logger = logging.getLogger("ratelimits")
+
+#: The outcomes the dashboard charts, in this order.
+OUTCOMES = ("allowed", "denied", "shadow_denied")
+#: Every outcome :func:`record` counts (see the module docstring).
+ALL_OUTCOMES = (*OUTCOMES, "not_counted", "failed_open", "failed_closed")
+#: Seconds a minute's hash lives in Redis after its last write.
+KEY_TTL = 2 * 3600
+#: Unsent counts older than this many minutes (before the current one) are dropped.
+MAX_AGE_MINUTES = 60
+
+_Entry = tuple[int, str, str]  # (minute, policy, outcome)
+
+_lock = threading.Lock()  # guards the buffer and the flusher state below
+_flush_lock = threading.Lock()  # one flush at a time
+_buffer: Counter[_Entry] = Counter()
+_pid: int | None = None  # the process that owns _buffer and _flusher
+_flusher: _Flusher | None = None
+_generation = 0  # bumped by reset(): a flush in flight must not refill a reset buffer
+_atexit_registered = False
+
+
+def stats_key(minute: int, prefix: str | None = None) -> str:
+    """The hash holding one minute's counts: ``<prefix>:stats:<minute>``."""
+    return f"{app_settings.KEY_PREFIX if prefix is None else prefix}:stats:{minute}"
+
+
+def outcome(decision: Decision, admitted: bool) -> str:
+    """What ``decision`` counts as, for a request the verdict ``admitted`` or not."""
+    if decision.failed:
+        return "failed_open" if decision.allowed else "failed_closed"
+    if decision.shadow_denied:
+        return "shadow_denied"
+    if decision.blocks:
+        return "denied"
+    return "allowed" if admitted else "not_counted"
+
+
+def record(verdict: Verdict, *, now: float | None = None) -> None:
+    """Count one request's decisions in this process's buffer. No I/O: cheap enough for
+    every request. ``now`` (seconds since the epoch) is for tests."""
+    if not verdict.decisions:
+        return
+    if _pid != os.getpid():
+        _adopt()
+    minute = int((time.time() if now is None else now) // 60)
+    admitted = verdict.allowed
+    with _lock:
+        for decision in verdict.decisions:
+            _buffer[(minute, decision.policy, outcome(decision, admitted))] += 1
+
+
+def pending() -> dict[_Entry, int]:
+    """A copy of the counts not yet sent: ``{(minute, policy, outcome): n}``."""
+    with _lock:
+        return dict(_buffer)
+
+
+def flush(*, now: float | None = None) -> bool:
+    """Send the buffered counts now, in one round trip. True when nothing is left to send;
+    False when some were kept for the next flush (Redis unavailable, breaker open).
+    Never raises a Redis error. ``now`` is for tests (it decides which minutes are too old).
+    """
+    with _flush_lock:
+        return _flush(time.time() if now is None else now)
+
+
+def _flush(now: float) -> bool:
+    with _lock:
+        _drop_old(now)
+        if not _buffer:
+            return True
+        batch = Counter(_buffer)
+        _buffer.clear()
+        generation = _generation
+    if not breaker.allow():
+        _put_back(batch, generation, now)
+        return False
+    entries = sorted(batch.items())
+    try:
+        client = connection.get_client()
+        pipe = client.pipeline(transaction=False)
+        prefix = app_settings.KEY_PREFIX
+        minutes = sorted({minute for (minute, _, _), _ in entries})
+        for (minute, policy, what), n in entries:
+            pipe.hincrby(stats_key(minute, prefix), f"{policy}:{what}", n)
+        for minute in minutes:
+            pipe.expire(stats_key(minute, prefix), KEY_TTL)
+        replies = pipe.execute(raise_on_error=False)
+    except (redis.RedisError, ConfigurationError) as e:
+        breaker.failure(e)
+        logger.debug("ratelimits: metrics flush failed (%s); %d counts kept", e, len(batch))
+        _put_back(batch, generation, now)
+        return False
+    retry: Counter[_Entry] = Counter()
+    read_only: redis.exceptions.ReadOnlyError | None = None
+    for ((minute, policy, what), n), reply in zip(entries, replies, strict=False):
+        if isinstance(reply, redis.exceptions.ReadOnlyError):  # a replica after a failover
+            retry[(minute, policy, what)] = n
+            read_only = reply
+        elif isinstance(reply, Exception):
+            logger.error(
+                "ratelimits: could not count %s %s at %s (%s); %d dropped.",
+                policy,
+                what,
+                stats_key(minute),
+                reply,
+                n,
+            )
+    if read_only is not None:
+        breaker.failure(read_only)
+        _put_back(retry, generation, now)
+        return False
+    breaker.success()
+    return True
+
+
+def _put_back(batch: Counter[_Entry], generation: int, now: float) -> None:
+    with _lock:
+        if generation != _generation:
+            return  # reset() ran meanwhile: these counts belong to a forgotten state
+        _buffer.update(batch)
+        _drop_old(now)
+
+
+def _drop_old(now: float) -> None:
+    """Drop counts for minutes too old to be charted (call with ``_lock`` held)."""
+    oldest = int(now // 60) - MAX_AGE_MINUTES
+    old = [entry for entry in _buffer if entry[0] < oldest]
+    if old:
+        lost = sum(_buffer.pop(entry) for entry in old)
+        logger.warning(
+            "ratelimits: dropped %d request counts older than %d minutes that could not be "
+            "sent to Redis.",
+            lost,
+            MAX_AGE_MINUTES,
+        )
+
+
+class _Flusher(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(name="ratelimits-metrics", daemon=True)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(_interval()):
+            try:
+                flush()
+            except Exception:  # never let the thread die: the next interval tries again
+                logger.exception("ratelimits: metrics flush failed")
+
+    def stop(self, timeout: float | None = 1.0) -> None:
+        self.stopped.set()
+        if self is not threading.current_thread() and self.is_alive():
+            self.join(timeout)
+
+
+def _interval() -> float:
+    try:
+        value = float(app_settings.METRICS_FLUSH_INTERVAL)
+    except (TypeError, ValueError):
+        return 5.0
+    return value if value > 0 else 5.0
+
+
+def _adopt() -> None:
+    """Make this process the owner of the buffer and start its flusher. After a fork
+    the inherited counts are the parent's to send, so the child starts empty."""
+    global _pid, _flusher, _atexit_registered
+    pid = os.getpid()
+    with _lock:
+        if _pid == pid:
+            return
+        if _pid is not None:
+            _buffer.clear()
+        _pid = pid
+        _flusher = _Flusher()
+        _flusher.start()
+        if not _atexit_registered:
+            atexit.register(_at_exit)
+            _atexit_registered = True
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held a lock at the fork: the child needs new ones.
+    global _lock, _flush_lock, _pid, _flusher
+    _lock = threading.Lock()
+    _flush_lock = threading.Lock()
+    _buffer.clear()
+    _pid = None
+    _flusher = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _at_exit() -> None:
+    """Best effort: send what is left when the interpreter exits."""
+    flusher = _flusher
+    if _pid != os.getpid() or flusher is None:
+        return
+    flusher.stop(timeout=1.0)
+    try:
+        flush()
+    except Exception:  # settings or Redis already gone: nothing more to do
+        logger.debug("ratelimits: final metrics flush failed", exc_info=True)
+
+
+def reset() -> None:
+    """Forget the buffer and stop this process's flusher (tests, settings changes)."""
+    global _pid, _flusher, _generation
+    with _lock:
+        flusher = _flusher
+        _flusher = None
+        _pid = None
+        _buffer.clear()
+        _generation += 1
+    if flusher is not None:
+        flusher.stop()
+
+
+# Reading, for the admin -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """Counts per policy per minute.
+
+    ``minutes`` are minute numbers (``epoch seconds // 60``), oldest first; the last is
+    the current minute. ``counts[policy][outcome]`` has one count per minute, aligned
+    with ``minutes``. Every policy has at least the :data:`OUTCOMES`, zeros included.
+    """
+
+    minutes: list[int]
+    counts: dict[str, dict[str, list[int]]]
+
+    @property
+    def timestamps(self) -> list[int]:
+        """The start of each minute, in seconds since the epoch."""
+        return [minute * 60 for minute in self.minutes]
+
+    @property
+    def policies(self) -> list[str]:
+        return sorted(self.counts)
+
+    def of(self, policy: str) -> dict[str, list[int]]:
+        """``policy``'s counts; zeros when it had no traffic."""
+        found = self.counts.get(policy)
+        return found if found is not None else _zeros(len(self.minutes))
+
+    def total(self, policy: str, outcome: str) -> int:
+        return sum(self.of(policy).get(outcome, ()))
+
+
+def _zeros(n: int) -> dict[str, list[int]]:
+    return {what: [0] * n for what in OUTCOMES}
+
+
+def series(
+    policies: Iterable[str] | None = None,
+    minutes: int = 60,
+    client: redis.Redis | None = None,
+    *,
+    now: float | None = None,
+) -> Series:
+    """The last ``minutes`` minutes (the current one included) from Redis, in one
+    pipelined round trip of ``HGETALL``. ``policies=None`` gives every policy found;
+    given names are all present, with zeros when they had no traffic. Uses the tools'
+    client (5 s timeout) unless ``client`` is given; Redis errors are raised."""
+    if minutes < 1:
+        raise ValueError("minutes must be at least 1")
+    client = connection.get_tool_client() if client is None else client
+    current = int((time.time() if now is None else now) // 60)
+    span = list(range(current - minutes + 1, current + 1))
+    prefix = app_settings.KEY_PREFIX
+    pipe = client.pipeline(transaction=False)
+    for minute in span:
+        pipe.hgetall(stats_key(minute, prefix))
+    replies = pipe.execute()
+    wanted = None if policies is None else set(policies)
+    counts: dict[str, dict[str, list[int]]] = {}
+    if wanted is not None:
+        counts = {name: _zeros(minutes) for name in sorted(wanted)}
+    for index, reply in enumerate(replies):
+        for raw_field, raw_value in reply.items():
+            parsed = _parse(raw_field, raw_value)
+            if parsed is None:
+                continue
+            policy, what, n = parsed
+            if wanted is not None and policy not in wanted:
+                continue
+            row = counts.get(policy)
+            if row is None:
+                row = counts[policy] = _zeros(minutes)
+            row.setdefault(what, [0] * minutes)[index] += n
+    return Series(minutes=span, counts=dict(sorted(counts.items())))
+
+
+def _parse(field: bytes | str, value: bytes | str) -> tuple[str, str, int] | None:
+    try:
+        text = field.decode() if isinstance(field, bytes) else field
+        n = int(value)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    policy, _, what = text.rpartition(":")
+    if not policy or what not in ALL_OUTCOMES:
+        return None
+    return policy, what, n
+
+
+def denied_since(
+    minutes: int = 5,
+    client: redis.Redis | None = None,
+    *,
+    outcomes: Iterable[str] = ("denied",),
+    now: float | None = None,
+) -> dict[str, int]:
+    """``{policy: requests denied}`` over the last ``minutes`` minutes, the current one
+    included (so up to ``minutes`` minutes plus the seconds of the current one). Policies
+    with no traffic in that time are absent. ``outcomes=("denied", "failed_closed")`` also
+    counts the denials of fail-closed policies while Redis was unavailable."""
+    wanted = tuple(outcomes)
+    read = series(minutes=minutes, client=client, now=now)
+    return {
+        policy: sum(sum(row.get(what, ())) for what in wanted)
+        for policy, row in read.counts.items()
+    }
