@@ -1,39 +1,243 @@
-"""Admin registration for policies (list, add, edit with validation)."""
+"""The policy admin: list and edit live, bulk actions, a live-usage panel with resets."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from collections.abc import Callable
+from typing import Any
 
+import redis
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.text import capfirst
+from django.views.decorators.http import require_POST
+
+from ratelimits import admin_dashboard, admin_usage, identity, metrics
+from ratelimits.admin_widgets import EndpointInput, memory_estimate
+from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
+from ratelimits.policy_table import CompiledPolicy
+
+__all__ = ["DashboardAdmin", "PolicyAdmin"]
+DashboardAdmin = admin_dashboard.DashboardAdmin  # registered there
+
+RESET_PERMISSION = "ratelimits.reset_counters"
+DENIED_WINDOW_MINUTES = 5
+
+
+class KeyKindFilter(admin.SimpleListFilter):
+    """Who a policy counts: user, ip, user_or_ip, global, or any header."""
+
+    title = "key"
+    parameter_name = "key_kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("user", "user"),
+            ("ip", "ip"),
+            ("user_or_ip", "user or ip"),
+            ("global", "global"),
+            ("header", "a header"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Policy]) -> QuerySet[Policy]:
+        value = self.value()
+        if value == "header":
+            return queryset.filter(key__startswith="header:")
+        if value:
+            return queryset.filter(key=value)
+        return queryset
+
+
+class PolicyForm(forms.ModelForm):
+    class Meta:
+        model = Policy
+        fields = "__all__"
+        widgets = {"endpoint": EndpointInput()}
 
 
 @admin.register(Policy)
 class PolicyAdmin(admin.ModelAdmin):
+    form = PolicyForm
     list_display = (
         "name",
         "endpoint",
         "methods_display",
         "algorithm",
         "rate",
+        "limit",
+        "window",
         "key",
         "mode",
-        "fail_open",
         "enabled",
     )
-    list_filter = ("algorithm", "mode", "enabled", "fail_open")
+    list_editable = ("limit", "window", "mode", "enabled")
+    list_filter = ("algorithm", "mode", "enabled", KeyKindFilter)
     search_fields = ("name", "endpoint")
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("memory_per_client", "created_at", "updated_at")
+    actions = ("enable", "disable", "switch_to_shadow", "switch_to_enforce", "reset_counters")
     fieldsets = (
         (None, {"fields": ("name", "enabled", "mode")}),
-        ("What it matches", {"fields": ("endpoint", "methods")}),
-        ("The limit", {"fields": ("algorithm", "limit", "window", "key", "fail_open")}),
-        ("History", {"fields": ("created_at", "updated_at")}),
+        (
+            "What it matches",
+            {
+                "fields": ("endpoint", "methods"),
+                "description": "A URL name, a DRF throttle_scope, or a path glob such as "
+                "/api/payment/*.",
+            },
+        ),
+        (
+            "The limit",
+            {"fields": ("algorithm", "limit", "window", "memory_per_client", "key", "fail_open")},
+        ),
+        ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+
+    class Media:
+        js = ("ratelimits/policy_form.js",)
+
+    # -- changelist --------------------------------------------------------------------
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        return [*super().get_list_display(request), _denied_column(request)]
 
     @admin.display(description="methods", ordering="methods")
     def methods_display(self, obj: Policy) -> str:
         return obj.methods or "all"
 
-    @admin.display(description="limit")
+    @admin.display(description="rate")
     def rate(self, obj: Policy) -> str:
         return obj.rate_display
+
+    @admin.display(description="Redis memory per active client")
+    def memory_per_client(self, obj: Policy) -> str:
+        return memory_estimate(obj.algorithm or "sliding_counter", obj.limit)
+
+    # -- actions -----------------------------------------------------------------------
+
+    @admin.action(description="Enable the selected policies", permissions=["change"])
+    def enable(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
+        self._bulk_set(request, queryset, "Enabled", enabled=True)
+
+    @admin.action(description="Disable the selected policies", permissions=["change"])
+    def disable(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
+        self._bulk_set(request, queryset, "Disabled", enabled=False)
+
+    @admin.action(description="Switch to shadow mode (log, do not deny)", permissions=["change"])
+    def switch_to_shadow(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
+        self._bulk_set(request, queryset, "Switched to shadow mode", mode="shadow")
+
+    @admin.action(description="Switch to enforce mode", permissions=["change"])
+    def switch_to_enforce(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
+        self._bulk_set(request, queryset, "Switched to enforce mode", mode="enforce")
+
+    @admin.action(description="Reset the counters of the selected policies", permissions=["reset"])
+    def reset_counters(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
+        total = 0
+        for policy in queryset:
+            deleted = self._reset(request, policy)
+            if deleted is None:
+                return
+            total += deleted
+        self.message_user(request, f"Deleted {total} keys.", messages.SUCCESS)
+
+    def has_reset_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(RESET_PERMISSION)
+
+    def _bulk_set(
+        self, request: HttpRequest, queryset: QuerySet[Policy], verb: str, **values: Any
+    ) -> None:
+        field, value = next(iter(values.items()))
+        label = capfirst(Policy._meta.get_field(field).verbose_name)  # as the form logs it
+        targets = [p for p in queryset if getattr(p, field) != value]
+        if targets:
+            Policy.objects.filter(pk__in=[p.pk for p in targets]).update(**values)
+        for policy in targets:
+            setattr(policy, field, value)
+            self.log_change(request, policy, [{"changed": {"fields": [label]}}])
+        names = ", ".join(p.name for p in targets) or "none needed it"
+        self.message_user(request, f"{verb}: {names}.", messages.SUCCESS)
+
+    def _reset(self, request: HttpRequest, policy: Policy, who: str | None = None) -> int | None:
+        try:
+            deleted = admin_usage.reset_counters(policy.name, who)
+        except (redis.RedisError, ConfigurationError) as e:
+            self.message_user(
+                request, f"Redis did not answer; nothing reset ({e}).", messages.ERROR
+            )
+            return None
+        scope = f" of {who}" if who else ""
+        self.log_change(request, policy, f"Reset counters{scope} ({deleted} keys).")
+        return deleted
+
+    # -- live usage and the reset view --------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        view = self.admin_site.admin_view(require_POST(self.reset_view))
+        return [
+            path("<path:object_id>/reset-counters/", view, name="ratelimits_policy_reset"),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        policy = self.get_object(request, object_id)
+        if policy is not None and self.has_view_or_change_permission(request, policy):
+            context["live_usage"] = admin_usage.live_usage(CompiledPolicy.from_model(policy))
+            context["can_reset"] = self.has_reset_permission(request)
+            context["reset_url"] = reverse(
+                f"{self.admin_site.name}:ratelimits_policy_reset", args=[policy.pk]
+            )
+        return super().change_view(request, object_id, form_url, context)
+
+    def reset_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST: delete the policy's keys, or one client's (``identity``)."""
+        if not self.has_reset_permission(request):
+            raise PermissionDenied
+        policy = get_object_or_404(Policy, pk=object_id)
+        who = request.POST.get("identity") or None
+        if who is not None:
+            try:
+                who = identity.identity_from_text(who)
+            except ValueError as e:
+                self.message_user(request, str(e), messages.ERROR)
+                return HttpResponseRedirect(self._change_url(policy))
+        deleted = self._reset(request, policy, who)
+        if deleted is not None:
+            scope = f" of {who}" if who else ""
+            self.message_user(
+                request, f"Reset the counters{scope}: {deleted} keys deleted.", messages.SUCCESS
+            )
+        return HttpResponseRedirect(self._change_url(policy))
+
+    def _change_url(self, policy: Policy) -> str:
+        return reverse(f"{self.admin_site.name}:ratelimits_policy_change", args=[policy.pk])
+
+
+def _denied_column(request: HttpRequest) -> Callable[[Policy], Any]:
+    """A changelist column with each policy's denials in the last few minutes, read from
+    Redis once per page."""
+    counts: dict[str, int] | None
+    try:
+        counts = metrics.denied_since(DENIED_WINDOW_MINUTES)
+    except (redis.RedisError, ConfigurationError):
+        counts = None
+
+    @admin.display(description=f"denied ({DENIED_WINDOW_MINUTES} min)")
+    def denied(obj: Policy) -> Any:
+        if counts is None:
+            return format_html('<span title="{}">?</span>', "Redis did not answer")
+        return counts.get(obj.name, 0)
+
+    return denied

@@ -173,3 +173,19 @@ def _read_batch(
             )
         )
     return found
+
+
+def reset(client: redis.Redis, policy: str, identity: str | None = None) -> int:
+    """Delete ``policy``'s keys (only ``identity``'s when given); returns how many."""
+    return delete(client, scan(client, policy=policy, identity=identity))
+
+
+def top(
+    client: redis.Redis, policy: CompiledPolicy, *, count: int = 20, scan_limit: int = 10_000
+) -> tuple[list[KeyUsage], int]:
+    """The ``count`` clients with the highest counts under ``policy``, and how many keys
+    were read (at most ``scan_limit``, so a huge key space costs a bounded scan)."""
+    names = list(scan(client, policy=policy.name, limit=scan_limit))
+    found = [u for u in usage(client, names, {policy.name: policy}) if u.decision is not None]
+    found.sort(key=lambda u: (-(u.count or 0), u.name.identity))
+    return found[:count], len(names)

@@ -84,7 +84,9 @@ class Policy(models.Model):
         max_length=80,
         default="user_or_ip",
         validators=[validators.validate_key],
-        help_text="Who is counted: user, ip, user_or_ip, global or header:<Name>.",
+        help_text=(
+            "Who is counted: user, ip, user_or_ip, global, or header:NAME (header:X-Api-Key)."
+        ),
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
     fail_open = models.BooleanField(
@@ -154,3 +156,13 @@ class Policy(models.Model):
     def rate_display(self) -> str:
         """``"5 per 60 s"``."""
         return f"{self.limit} per {self.window} s"
+
+
+class Dashboard(Policy):
+    """The admin dashboard's entry in the admin index (no table, no permissions of its
+    own: who may view policies may view the dashboard)."""
+
+    class Meta:
+        proxy = True
+        default_permissions = ()
+        verbose_name = verbose_name_plural = "dashboard"

@@ -1,0 +1,80 @@
+"""The admin dashboard: allowed, denied and shadow-denied requests per policy per minute
+over the last hour, as server-rendered SVG (no JavaScript, no CDN)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from ratelimits import dashboard_chart, metrics
+from ratelimits.conf import app_settings
+from ratelimits.exceptions import ConfigurationError
+from ratelimits.models import Dashboard, Policy
+
+MINUTES = 60
+
+
+@admin.register(Dashboard)
+class DashboardAdmin(admin.ModelAdmin):
+    """Listed in the admin index; who may view policies may view the dashboard."""
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        user = request.user
+        return user.has_perm("ratelimits.view_policy") or user.has_perm("ratelimits.change_policy")
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return self.has_view_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+
+        view = self.admin_site.admin_view(self.changelist_view)
+        info = self.opts.app_label, self.opts.model_name
+        return [path("", view, name="{}_{}_changelist".format(*info))]
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        names = list(Policy.objects.order_by("name").values_list("name", flat=True))
+        charts: list[dict[str, Any]] = []
+        error = ""
+        try:
+            series = metrics.series(names, minutes=MINUTES)
+        except (redis.RedisError, ConfigurationError) as e:
+            error = f"Redis did not answer: {e}"
+        else:
+            for name in series.policies:
+                charts.append(
+                    {
+                        "policy": name,
+                        "svg": dashboard_chart.render_svg(series, name),
+                        "totals": {what: series.total(name, what) for what in metrics.OUTCOMES},
+                    }
+                )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Rate-limit dashboard",
+            "subtitle": f"Requests per policy per minute, last {MINUTES} minutes",
+            "opts": self.opts,
+            "charts": charts,
+            "error": error,
+            "flush_interval": app_settings.METRICS_FLUSH_INTERVAL,
+            **(extra_context or {}),
+        }
+        return TemplateResponse(request, "admin/ratelimits/dashboard.html", context)

@@ -1,0 +1,66 @@
+"""Form pieces for the policy admin: endpoint suggestions and the memory estimate."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from ratelimits import memory
+from ratelimits.endpoints import suggestions
+
+DATALIST_ID = "ratelimits-endpoint-suggestions"
+
+
+class EndpointInput(forms.TextInput):
+    """A text input with the project's URL names and throttle scopes as suggestions."""
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__({"list": DATALIST_ID, "autocomplete": "off", "size": 40, **(attrs or {})})
+
+    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> SafeString:
+        field = super().render(name, value, attrs, renderer)
+        options = format_html_join(
+            "", '<option value="{}">{}</option>', ((s.value, s.label) for s in suggestions())
+        )
+        return format_html('{}<datalist id="{}">{}</datalist>', field, DATALIST_ID, options)
+
+
+def memory_estimate(algorithm: str, limit: int | None) -> SafeString:
+    """The estimate as HTML; ``policy_form.js`` recomputes it as the form changes."""
+    points = json.dumps(
+        {
+            "log": memory.SLIDING_LOG_POINTS,
+            "counter": memory.COUNTER_BYTES,
+            "large": memory.LARGE_BYTES,
+        }
+    )
+    return format_html(
+        '<div id="ratelimits-memory" data-points="{}">{}</div>',
+        points,
+        memory_text(algorithm, limit),
+    )
+
+
+def memory_text(algorithm: str, limit: int | None) -> SafeString:
+    if not limit:
+        return format_html("{}", "Set a limit to see the estimate.")
+    size = memory.bytes_per_client(algorithm, limit)
+    text = format_html(
+        "About <strong>{}</strong> of Redis memory per active client ({} at {} per window).",
+        memory.human(size),
+        algorithm,
+        limit,
+    )
+    if memory.is_large(algorithm, limit):
+        counter = memory.human(memory.COUNTER_BYTES)
+        text = format_html(
+            '{}<p class="errornote ratelimits-memory-warning">A log this long is large: '
+            "consider sliding_counter (about {} at any limit, approximate).</p>",
+            text,
+            counter,
+        )
+    return text

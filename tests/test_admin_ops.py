@@ -1,0 +1,397 @@
+"""Operating limits from the admin: list edits, actions, history, permissions, live usage,
+resets, the memory estimate and endpoint suggestions. Against the real Redis."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+
+from ratelimits import limiter, memory
+from ratelimits.models import Policy
+from ratelimits.policy_table import CompiledPolicy
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = "/admin/ratelimits/policy/"
+
+
+def make(name: str = "login", **fields: object) -> Policy:
+    values = {
+        "endpoint": f"api:{name}",
+        "algorithm": "sliding_log",
+        "limit": 5,
+        "window": 60,
+        "key": "ip",
+        **fields,
+    }
+    return Policy.objects.create(name=name, **values)
+
+
+def use(policy: Policy, who: str, times: int) -> None:
+    compiled = CompiledPolicy.from_model(policy)
+    for _ in range(times):
+        limiter.decide([limiter.Check(compiled, who)])
+
+
+def staff_client(*codenames: str) -> Client:
+    user = User.objects.create_user("operator", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="ratelimits", codename__in=codenames)
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def history(policy: Policy) -> list[str]:
+    entries = LogEntry.objects.filter(object_id=str(policy.pk)).order_by("action_time")
+    return [entry.get_change_message() for entry in entries]
+
+
+def test_limit_window_mode_enabled_are_editable_in_the_list(admin_client):
+    policy = make()
+    data = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-0-id": str(policy.pk),
+        "form-0-limit": "9",
+        "form-0-window": "30",
+        "form-0-mode": "shadow",
+        "_save": "Save",
+    }
+    response = admin_client.post(CHANGELIST, data)
+    assert response.status_code == 302
+    policy.refresh_from_db()
+    assert (policy.limit, policy.window, policy.mode, policy.enabled) == (9, 30, "shadow", False)
+    assert "Changed Limit, Window, Mode and Enabled." in history(policy)
+
+
+def test_list_edit_with_a_bad_value_saves_nothing(admin_client):
+    policy = make()
+    data = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-0-id": str(policy.pk),
+        "form-0-limit": "0",
+        "form-0-window": "30",
+        "form-0-mode": "enforce",
+        "form-0-enabled": "on",
+        "_save": "Save",
+    }
+    response = admin_client.post(CHANGELIST, data)
+    assert response.status_code == 200
+    assert "greater than or equal to 1" in response.content.decode()
+    policy.refresh_from_db()
+    assert (policy.limit, policy.window) == (5, 60)
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("user", ["a"]),
+        ("ip", ["b"]),
+        ("header", ["c"]),
+        ("global", ["d"]),
+        ("user_or_ip", ["e"]),
+    ],
+)
+def test_key_kind_filter(admin_client, kind, expected):
+    make("a", key="user")
+    make("b", key="ip")
+    make("c", key="header:X-Api-Key")
+    make("d", key="global")
+    make("e", key="user_or_ip")
+    response = admin_client.get(CHANGELIST, {"key_kind": kind})
+    shown = [p.name for p in response.context["cl"].result_list]
+    assert shown == expected
+
+
+def test_search_by_name_and_endpoint(admin_client):
+    make("login")
+    make("search", endpoint="/api/search/*")
+
+    def names(q: str) -> list[str]:
+        return [p.name for p in admin_client.get(CHANGELIST, {"q": q}).context["cl"].result_list]
+
+    assert names("search") == ["search"]
+    assert names("api:login") == ["login"]
+
+
+@pytest.mark.parametrize(
+    ("action", "field", "before", "after", "message"),
+    [
+        ("enable", "enabled", False, True, "Changed Enabled."),
+        ("disable", "enabled", True, False, "Changed Enabled."),
+        ("switch_to_shadow", "mode", "enforce", "shadow", "Changed Mode."),
+        ("switch_to_enforce", "mode", "shadow", "enforce", "Changed Mode."),
+    ],
+)
+def test_actions_change_the_policies_and_write_history(
+    admin_client, action, field, before, after, message
+):
+    first, second = make("a", **{field: before}), make("b", **{field: before})
+    untouched = make("c", **{field: before})
+    response = admin_client.post(
+        CHANGELIST, {"action": action, "_selected_action": [first.pk, second.pk]}
+    )
+    assert response.status_code == 302
+    for policy in (first, second):
+        policy.refresh_from_db()
+        assert getattr(policy, field) == after
+        assert history(policy) == [message]
+    untouched.refresh_from_db()
+    assert getattr(untouched, field) == before
+    assert history(untouched) == []
+
+
+def test_actions_need_the_change_permission():
+    policy = make(enabled=False)
+    client = staff_client("view_policy")
+    response = client.get(CHANGELIST)
+    assert response.status_code == 200
+    assert response.context["action_form"] is None  # no action is allowed: no action menu
+    client.post(CHANGELIST, {"action": "enable", "_selected_action": [policy.pk]})
+    policy.refresh_from_db()
+    assert policy.enabled is False
+
+
+def test_reset_action_needs_the_reset_permission(redis_client):
+    policy = make()
+    use(policy, "ip:203.0.113.7", 3)
+    client = staff_client("view_policy", "change_policy")
+    actions = [
+        value for value, _ in client.get(CHANGELIST).context["action_form"].fields["action"].choices
+    ]
+    assert "enable" in actions and "reset_counters" not in actions
+    client.post(CHANGELIST, {"action": "reset_counters", "_selected_action": [policy.pk]})
+    assert redis_client.exists("rl:{ip:203.0.113.7}:login:log") == 1
+
+
+def test_reset_action_deletes_the_keys_of_the_selected_policies_only(admin_client, redis_client):
+    login, search = make("login"), make("search")
+    use(login, "ip:203.0.113.7", 3)
+    use(login, "ip:198.51.100.1", 1)
+    use(search, "ip:203.0.113.7", 2)
+    response = admin_client.post(
+        CHANGELIST, {"action": "reset_counters", "_selected_action": [login.pk]}, follow=True
+    )
+    assert "Deleted 2 keys." in response.content.decode()
+    assert redis_client.keys("rl:*:login:*") == []
+    assert redis_client.exists("rl:{ip:203.0.113.7}:search:log") == 1
+    assert history(login) == ["Reset counters (2 keys)."]
+
+
+def test_change_page_lists_the_busiest_clients(admin_client):
+    policy = make(limit=10)
+    use(policy, "ip:203.0.113.7", 4)
+    use(policy, "ip:198.51.100.1", 1)
+    use(policy, "ip:192.0.2.9", 7)
+    response = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
+    usage = response.context["live_usage"]
+    assert [(r.identity, r.count, r.remaining) for r in usage.rows] == [
+        ("ip:192.0.2.9", 7.0, 3),
+        ("ip:203.0.113.7", 4.0, 6),
+        ("ip:198.51.100.1", 1.0, 9),
+    ]
+    assert all(0 < r.reset <= 60 for r in usage.rows)
+    html = response.content.decode()
+    assert 'id="ratelimits-live-usage"' in html
+    assert 'form="ratelimits-reset-form" name="identity" value="ip:192.0.2.9"' in html
+    # The reset form sits outside the policy form (forms cannot nest).
+    assert html.index('id="ratelimits-reset-form"') > html.index("</form>")
+
+
+def test_reading_the_change_page_consumes_nothing(admin_client, redis_client):
+    policy = make()
+    use(policy, "ip:203.0.113.7", 2)
+    before = redis_client.dump("rl:{ip:203.0.113.7}:login:log")
+    admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
+    assert redis_client.dump("rl:{ip:203.0.113.7}:login:log") == before
+
+
+def test_reset_one_client_from_the_panel(admin_client, redis_client):
+    policy = make()
+    use(policy, "ip:203.0.113.7", 3)
+    use(policy, "ip:198.51.100.1", 1)
+    url = f"{CHANGELIST}{policy.pk}/reset-counters/"
+    response = admin_client.post(url, {"identity": "ip:203.0.113.7"}, follow=True)
+    assert "Reset the counters of ip:203.0.113.7: 1 keys deleted." in response.content.decode()
+    assert redis_client.exists("rl:{ip:203.0.113.7}:login:log") == 0
+    assert redis_client.exists("rl:{ip:198.51.100.1}:login:log") == 1
+    assert history(policy) == ["Reset counters of ip:203.0.113.7 (1 keys)."]
+
+
+def test_reset_view_refuses_get_and_checks_permission_and_csrf(redis_client):
+    policy = make()
+    use(policy, "ip:203.0.113.7", 3)
+    url = f"{CHANGELIST}{policy.pk}/reset-counters/"
+    viewer = staff_client("view_policy", "change_policy")
+    assert viewer.get(url).status_code == 405
+    assert viewer.post(url).status_code == 403
+    user = User.objects.create_superuser("root", password="pw")
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(user)
+    assert strict.post(url).status_code == 403
+    assert redis_client.exists("rl:{ip:203.0.113.7}:login:log") == 1
+    page = strict.get(f"{CHANGELIST}{policy.pk}/change/")
+    token = page.context["csrf_token"]
+    assert strict.post(url, {"csrfmiddlewaretoken": str(token)}).status_code == 302
+    assert redis_client.exists("rl:{ip:203.0.113.7}:login:log") == 0
+
+
+def test_reset_buttons_are_hidden_without_the_permission():
+    policy = make()
+    use(policy, "ip:203.0.113.7", 1)
+    client = staff_client("view_policy", "change_policy")
+    html = client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
+    assert "ip:203.0.113.7" in html
+    assert "ratelimits-reset-form" not in html
+
+
+def test_live_usage_says_so_when_redis_is_down(admin_client, redis_server):
+    policy = make()
+    redis_server.kill()
+    try:
+        response = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
+        assert response.status_code == 200
+        assert "Redis did not answer" in response.content.decode()
+        response = admin_client.get(CHANGELIST)
+        assert response.status_code == 200
+    finally:
+        redis_server.start()
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "limit", "size", "warns"),
+    [
+        ("sliding_log", 100, "3.7 KB", False),
+        ("sliding_log", 1000, "118.2 KB", True),
+        ("sliding_counter", 1000, "104 B", False),
+        ("fixed_window", 5, "104 B", False),
+    ],
+)
+def test_change_form_shows_memory_per_client(admin_client, algorithm, limit, size, warns):
+    policy = make(algorithm=algorithm, limit=limit)
+    html = admin_client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
+    assert f"About <strong>{size}</strong> of Redis memory per active client" in html
+    assert ("consider sliding_counter" in html) is warns
+    assert "ratelimits/policy_form.js" in html
+
+
+def test_memory_estimate_follows_the_measured_points():
+    assert memory.bytes_per_client("sliding_log", 100) == 3656
+    assert memory.bytes_per_client("sliding_log", 1000) == 118240
+    assert 4168 < memory.bytes_per_client("sliding_log", 129) <= 18008
+    assert memory.bytes_per_client("sliding_log", 20000) > memory.bytes_per_client(
+        "sliding_log", 10000
+    )
+    assert memory.bytes_per_client("sliding_counter", 10**6) == memory.COUNTER_BYTES
+
+
+def test_memory_estimate_matches_redis(redis_client):
+    """The table is a measurement: a real log at its limit costs what it says (±15 %)."""
+    policy = CompiledPolicy.build(
+        name="p", endpoint="x", algorithm="sliding_log", limit=300, window=600, key="ip"
+    )
+    for i in range(300):
+        limiter.decide([limiter.Check(policy, "ip:203.0.113.7")], now=1_700_000_000 + i / 1000)
+    used = redis_client.memory_usage("rl:{ip:203.0.113.7}:p:log", samples=0)
+    estimate = memory.bytes_per_client("sliding_log", 300)
+    assert abs(used - estimate) / used < 0.15
+
+
+def test_endpoint_field_suggests_url_names_and_scopes(admin_client):
+    html = admin_client.get(f"{CHANGELIST}add/").content.decode()
+    assert 'list="ratelimits-endpoint-suggestions"' in html
+    assert '<option value="api:login">' in html
+    assert '<option value="search">throttle_scope of SearchView</option>' in html
+    assert 'value="admin:index"' not in html
+
+
+def test_view_only_staff_see_but_cannot_change():
+    policy = make()
+    client = staff_client("view_policy")
+    assert client.get(f"{CHANGELIST}{policy.pk}/change/").status_code == 200
+    response = client.post(f"{CHANGELIST}{policy.pk}/change/", {"limit": "1"})
+    assert response.status_code == 403
+    assert client.get(f"{CHANGELIST}add/").status_code == 403
+
+
+def test_staff_without_permissions_see_nothing():
+    policy = make()
+    client = staff_client()
+    assert client.get(CHANGELIST).status_code == 403
+    assert client.get(f"{CHANGELIST}{policy.pk}/change/").status_code == 403
+    assert client.post(f"{CHANGELIST}{policy.pk}/reset-counters/").status_code == 403
+
+
+def deny_twice(policy: Policy) -> None:
+    """One admission then two denials at limit 1, flushed to Redis."""
+    from ratelimits import metrics
+
+    use(policy, "ip:203.0.113.7", 3)
+    assert metrics.flush()
+
+
+def test_changelist_shows_denials_of_the_last_minutes(admin_client):
+    login, quiet = make("login", limit=1), make("quiet")
+    deny_twice(login)
+    html = admin_client.get(CHANGELIST).content.decode()
+    assert "Denied (5 min)" in html
+    rows = {p.name: p for p in [login, quiet]}
+    assert '<td class="field-denied">2</td>' in html.split(f">{rows['login'].name}<")[1]
+    assert '<td class="field-denied">0</td>' in html.split(f">{rows['quiet'].name}<")[1]
+
+
+def test_changelist_still_works_when_redis_is_down(admin_client, redis_server):
+    make("login")
+    redis_server.kill()
+    try:
+        response = admin_client.get(CHANGELIST)
+        assert response.status_code == 200
+        assert 'title="Redis did not answer">?</span>' in response.content.decode()
+    finally:
+        redis_server.start()
+
+
+def test_dashboard_is_linked_from_the_index_and_draws_each_policy(admin_client):
+    login = make("login", limit=1)
+    make("search", endpoint="search")
+    deny_twice(login)
+    index = admin_client.get("/admin/").content.decode()
+    assert 'href="/admin/ratelimits/dashboard/"' in index
+    response = admin_client.get("/admin/ratelimits/dashboard/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert [c["policy"] for c in response.context["charts"]] == ["login", "search"]
+    assert response.context["charts"][0]["totals"] == {
+        "allowed": 1,
+        "denied": 2,
+        "shadow_denied": 0,
+    }
+    assert "Last hour: 1 allowed, 2 denied, 0 shadow-denied." in html
+    sections = html.split('class="module ratelimits-chart"')[1:]
+    assert len(sections) == 2 and all("<svg" in section for section in sections)
+
+
+def test_dashboard_follows_the_policy_view_permission():
+    make("login")
+    viewer = staff_client("view_policy")
+    assert viewer.get("/admin/ratelimits/dashboard/").status_code == 200
+    nobody = Client()
+    nobody.force_login(User.objects.create_user("nobody", password="pw", is_staff=True))
+    assert nobody.get("/admin/ratelimits/dashboard/").status_code == 403
+    assert "/admin/ratelimits/dashboard/" not in nobody.get("/admin/").content.decode()
+
+
+def test_dashboard_says_so_when_redis_is_down(admin_client, redis_server):
+    make("login")
+    redis_server.kill()
+    try:
+        response = admin_client.get("/admin/ratelimits/dashboard/")
+        assert response.status_code == 200
+        assert "Redis did not answer" in response.content.decode()
+    finally:
+        redis_server.start()
