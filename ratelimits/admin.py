@@ -20,7 +20,7 @@ from django.views.decorators.http import require_POST
 from ratelimits import admin_dashboard, admin_usage, identity, metrics
 from ratelimits.admin_widgets import EndpointInput, memory_estimate
 from ratelimits.exceptions import ConfigurationError
-from ratelimits.models import Policy
+from ratelimits.models import Mode, Policy
 from ratelimits.policy_table import CompiledPolicy
 
 __all__ = ["DashboardAdmin", "PolicyAdmin"]
@@ -59,6 +59,16 @@ class PolicyForm(forms.ModelForm):
         model = Policy
         fields = "__all__"
         widgets = {"endpoint": EndpointInput()}
+
+
+class PolicyChangelistForm(forms.ModelForm):
+    """The changelist's editable row: the mode by its short name, so the select does not
+    take a third of the table (the long labels push the last columns out of sight)."""
+
+    mode = forms.ChoiceField(
+        choices=[(m.value, m.value) for m in Mode],
+        label=capfirst(Policy._meta.get_field("mode").verbose_name),  # as the history logs it
+    )
 
 
 @admin.register(Policy)
@@ -102,6 +112,9 @@ class PolicyAdmin(admin.ModelAdmin):
         js = ("ratelimits/policy_form.js",)
 
     # -- changelist --------------------------------------------------------------------
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> type[forms.ModelForm]:
+        return super().get_changelist_form(request, form=PolicyChangelistForm, **kwargs)
 
     def get_list_display(self, request: HttpRequest) -> list[Any]:
         return [*super().get_list_display(request), _denied_column(request)]
