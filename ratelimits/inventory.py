@@ -83,8 +83,6 @@ def scan(
             name = keys.parse_key(raw, prefix)
             if name is None or name.key in seen:
                 continue
-            if policy is not None and name.policy != policy:
-                continue
             seen.add(name.key)
             yield name
             if limit is not None and len(seen) >= limit:

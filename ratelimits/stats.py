@@ -6,6 +6,7 @@ import threading
 from collections import Counter
 
 from ratelimits.decision import Verdict
+from ratelimits.metrics import outcome
 
 _lock = threading.Lock()
 _counts: Counter[tuple[str, str]] = Counter()
@@ -16,15 +17,7 @@ def count(verdict: Verdict) -> None:
     admitted = verdict.allowed
     with _lock:
         for decision in verdict.decisions:
-            if decision.failed:
-                outcome = "failed_open" if decision.allowed else "failed_closed"
-            elif decision.shadow_denied:
-                outcome = "shadow_denied"
-            elif decision.blocks:
-                outcome = "denied"
-            else:
-                outcome = "allowed" if admitted else "not_counted"
-            _counts[(decision.policy, outcome)] += 1
+            _counts[(decision.policy, outcome(decision, admitted))] += 1
 
 
 def snapshot() -> dict[str, dict[str, int]]:
