@@ -169,7 +169,7 @@ def identity_from_text(text: str) -> str:
     if text in (GLOBAL, UNKNOWN_IP) or _HASHED.fullmatch(text):
         return text
     if text.startswith("user:"):
-        return user_identity(_user_pk(text.removeprefix("user:")))
+        return user_identity(find_user(text.removeprefix("user:")).pk)
     if text.startswith("u:") and len(text) > 2:
         return user_identity(text.removeprefix("u:"))
     if text.startswith("header:"):
@@ -187,11 +187,12 @@ def identity_from_text(text: str) -> str:
     return ip_identity(str(network.network_address))
 
 
-def _user_pk(username: str) -> Any:
+def find_user(username: str) -> Any:
+    """The user called ``username``; ``ValueError`` when there is none."""
     from django.contrib.auth import get_user_model
 
     model = get_user_model()
     try:
-        return model._default_manager.get_by_natural_key(username).pk
+        return model._default_manager.get_by_natural_key(username)
     except model.DoesNotExist:
         raise ValueError(f"There is no user {username!r}.") from None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.core.management.base import BaseCommand, CommandError
 from django.test import RequestFactory
@@ -113,10 +112,9 @@ def _request(method: str, path: str, options: dict[str, Any]) -> Any:
 
 
 def _user(username: str) -> Any:
-    model = get_user_model()
     try:
-        return model._default_manager.get_by_natural_key(username)
-    except model.DoesNotExist:
+        return identity.find_user(username)
+    except ValueError:
         raise CommandError(f"--user: there is no user {username!r}.") from None
 
 
