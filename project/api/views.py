@@ -1,9 +1,11 @@
-"""The demo API. No view mentions a limit: the policies in the database do."""
+"""The demo API. No view mentions a limit: the policies in the database do. (Except
+DrfAnonView, DRF's own throttle, kept for comparison.)"""
 
 from django.contrib.auth import authenticate
 from rest_framework import permissions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import AnonRateThrottle
 from rest_framework.views import APIView
 
 ITEMS = [{"id": n, "name": f"item {n}"} for n in range(1, 6)]
@@ -44,6 +46,22 @@ class PaymentView(APIView):
 
 class ItemsView(APIView):
     """GET /api/items/; matched by its URL name, "api:items"."""
+
+    def get(self, request: Request) -> Response:
+        return Response({"items": ITEMS})
+
+
+class FiftyPerMinuteAnonThrottle(AnonRateThrottle):
+    """DRF's own anonymous throttle at 50 per minute, in DRF's default cache."""
+
+    rate = "50/min"
+
+
+class DrfAnonView(APIView):
+    """GET /api/drf-anon/: throttled by DRF's AnonRateThrottle, not by a policy; for
+    comparing its admission under load with PolicyThrottle's (tests/test_gunicorn.py)."""
+
+    throttle_classes = [FiftyPerMinuteAnonThrottle]
 
     def get(self, request: Request) -> Response:
         return Response({"items": ITEMS})
