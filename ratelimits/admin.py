@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import redis
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -17,7 +16,7 @@ from django.utils.html import format_html
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from ratelimits import admin_dashboard, admin_usage, identity, metrics
+from ratelimits import admin_dashboard, admin_usage, connection, identity, metrics
 from ratelimits.admin_widgets import EndpointInput, memory_estimate
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Mode, Policy
@@ -103,7 +102,17 @@ class PolicyAdmin(admin.ModelAdmin):
         ),
         (
             "The limit",
-            {"fields": ("algorithm", "limit", "window", "memory_per_client", "key", "fail_open")},
+            {
+                "fields": (
+                    "algorithm",
+                    "limit",
+                    "window",
+                    "memory_per_client",
+                    "key",
+                    "fail_open",
+                    "shards",
+                )
+            },
         ),
         ("History", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
@@ -183,7 +192,7 @@ class PolicyAdmin(admin.ModelAdmin):
     def _reset(self, request: HttpRequest, policy: Policy, who: str | None = None) -> int | None:
         try:
             deleted = admin_usage.reset_counters(policy.name, who)
-        except (redis.RedisError, ConfigurationError) as e:
+        except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             self.message_user(
                 request, f"Redis did not answer; nothing reset ({e}).", messages.ERROR
             )
@@ -248,7 +257,7 @@ def _denied_column() -> Callable[[Policy], Any]:
     counts: dict[str, int] | None
     try:
         counts = metrics.denied_since(DENIED_WINDOW_MINUTES)
-    except (redis.RedisError, ConfigurationError):
+    except (*connection.REDIS_ERRORS, ConfigurationError):
         counts = None
 
     @admin.display(description=f"denied ({DENIED_WINDOW_MINUTES} min)")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from ratelimits import dashboard_chart, metrics
+from ratelimits import connection, dashboard_chart, metrics
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Dashboard, Policy
@@ -56,7 +55,7 @@ class DashboardAdmin(admin.ModelAdmin):
         error = ""
         try:
             series = metrics.series(names, minutes=MINUTES)
-        except (redis.RedisError, ConfigurationError) as e:
+        except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             error = f"Redis did not answer: {e}"
         else:
             for name in series.policies:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import redis
-
 from ratelimits import connection, identity, inventory
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.policy_table import CompiledPolicy
@@ -39,7 +37,7 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
         found, keys_read = inventory.top(
             connection.get_tool_client(), policy, count=TOP_CLIENTS, scan_limit=SCAN_LIMIT
         )
-    except (redis.RedisError, ConfigurationError) as e:
+    except (*connection.REDIS_ERRORS, ConfigurationError) as e:
         return LiveUsage([], 0, False, error=f"Redis did not answer: {e}")
     rows = [
         ClientRow(

@@ -4,6 +4,7 @@ After ``BREAKER_THRESHOLD`` consecutive failures the breaker opens: for
 ``BREAKER_COOLDOWN`` seconds no request tries Redis, each gets its policy's fail mode at
 once. Then one request is let through to try; success closes the breaker, failure opens
 it for another cooldown. Opening and closing are logged once each, not per request.
+On a Redis Cluster each node has its own breaker (:func:`for_node`).
 """
 
 from __future__ import annotations
@@ -71,4 +72,24 @@ class CircuitBreaker:
             self._open_until = 0.0
 
 
+#: The breaker of the one Redis server (and of a cluster's tools that are not per node).
 breaker = CircuitBreaker()
+
+_by_node: dict[str, CircuitBreaker] = {}
+_registry_lock = threading.Lock()
+
+
+def for_node(name: str) -> CircuitBreaker:
+    """The breaker of one cluster node (``host:port``), created on first use."""
+    found = _by_node.get(name)
+    if found is None:
+        with _registry_lock:
+            found = _by_node.setdefault(name, CircuitBreaker())
+    return found
+
+
+def reset_all() -> None:
+    """Close every breaker and forget the cluster nodes' ones."""
+    breaker.reset()
+    with _registry_lock:
+        _by_node.clear()

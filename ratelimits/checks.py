@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from ratelimits import keys, scripts
+from ratelimits import connection, keys, scripts
 from ratelimits.conf import DEFAULTS, user_settings
 
 THROTTLE_PATH = "ratelimits.throttling.PolicyThrottle"
@@ -61,6 +61,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         problems.append("BREAKER_THRESHOLD must be an integer >= 1")
     if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:
         problems.append("IPV6_PREFIX must be an integer from 0 to 128")
+    problems.extend(_cluster_node_problems(value["CLUSTER_NODES"]))
     errors.extend(
         Error(
             f"RATELIMITS: {problem}.", hint="See the README's settings table.", id="ratelimits.E002"
@@ -70,8 +71,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     return errors
 
 
+def _cluster_node_problems(nodes: Any) -> list[str]:
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, str) for n in nodes):
+        return ["CLUSTER_NODES must be a list of 'redis://host:port' strings"]
+    problems = []
+    for node in nodes:
+        try:
+            connection.parse_node(node)
+        except ValueError as e:
+            problems.append(f"CLUSTER_NODES: {e}")
+    return problems
+
+
 @register(Tags.caches)
 def check_cache(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    if {**DEFAULTS, **user_settings()}["CLUSTER_NODES"]:
+        return []  # the limiter uses the cluster, not a cache
     alias = {**DEFAULTS, **user_settings()}["CACHE"]
     caches_setting = getattr(settings, "CACHES", {})
     if alias not in caches_setting:

@@ -16,6 +16,8 @@ from django.dispatch import receiver
 DEFAULTS: dict[str, Any] = {
     # Alias of the django-redis cache whose server holds the counters.
     "CACHE": "default",
+    # Startup nodes ("redis://host:port") of a Redis Cluster to use instead of CACHE.
+    "CLUSTER_NODES": [],
     # First part of every Redis key the app writes.
     "KEY_PREFIX": "rl",
     # Socket and connect timeout, seconds, of the limiter's own connection.

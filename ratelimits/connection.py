@@ -1,33 +1,50 @@
-"""The limiter's Redis client, derived from a django-redis cache alias.
+"""The limiter's Redis client: from a django-redis cache alias, or a Redis Cluster.
 
 The limiter keeps its own connection pool, built from the cache's connection settings
 but with the short ``SOCKET_TIMEOUT`` and no retries, so a slow or dead Redis costs
 one short timeout and then the policy's fail mode, never a hung worker. The cache's
 own pool (often with longer timeouts) is left alone.
+
+With ``RATELIMITS["CLUSTER_NODES"]`` set, the client is a ``redis.cluster.RedisCluster``
+built from those startup nodes instead (django-redis has no cluster client), with the
+same timeouts and no retries; it follows ``MOVED`` and ``ASK`` redirections itself.
+Tools that work node by node (``SCAN``, pipelines of script calls) use
+:func:`node_clients` and :func:`node_client`; each node has its own circuit breaker
+(:func:`breaker_for`), so a dead primary costs only the requests whose keys it holds.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, TypeAlias
+from urllib.parse import unquote, urlsplit
 
 import redis
 from django.core.cache import caches
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from ratelimits import breaker as breakers
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
+
+#: What :func:`get_client` returns: one server's client, or a cluster's.
+Client: TypeAlias = "redis.Redis | RedisCluster"
+
+#: What a Redis call can raise: redis-py's cluster errors are not all ``RedisError``\s.
+REDIS_ERRORS: tuple[type[Exception], ...] = (redis.RedisError, RedisClusterException)
 
 #: Seconds the management command and the admin wait for Redis: they scan and inspect,
 #: so they may wait longer than a request does.
 TOOL_SOCKET_TIMEOUT = 5.0
 
 _lock = threading.Lock()
-_clients: dict[str, redis.Redis] = {}
+_clients: dict[str, Client] = {}
 
 
-def get_client() -> redis.Redis:
+def get_client() -> Client:
     """The process's limiter client (created on first use, shared by threads)."""
     client = _clients.get("limiter")
     if client is None:
@@ -35,7 +52,7 @@ def get_client() -> redis.Redis:
     return client
 
 
-def get_tool_client() -> redis.Redis:
+def get_tool_client() -> Client:
     """A client for inspecting and resetting keys: same server, ``TOOL_SOCKET_TIMEOUT``."""
     client = _clients.get("tool")
     if client is None:
@@ -43,8 +60,55 @@ def get_tool_client() -> redis.Redis:
     return client
 
 
-def describe(client: redis.Redis) -> str:
+def is_cluster(client: Client) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+def node_clients(client: Client) -> list[redis.Redis]:
+    """One client per primary: the client itself on a single server."""
+    if isinstance(client, RedisCluster):
+        return [client.get_redis_connection(node) for node in client.get_primaries()]
+    return [client]
+
+
+def node_client(client: Client, key: str) -> redis.Redis:
+    """The client of the server holding ``key``: the client itself on a single server."""
+    if isinstance(client, RedisCluster):
+        return client.get_redis_connection(client.get_node_from_key(key))
+    return client
+
+
+def slot_of(client: Client, key: str) -> int:
+    """The cluster hash slot of ``key``; 0 for every key on a single server."""
+    if isinstance(client, RedisCluster):
+        return int(client.keyslot(key))
+    return 0
+
+
+def breaker_for(client: Client, key: str) -> breakers.CircuitBreaker:
+    """The circuit breaker guarding the server that holds ``key``."""
+    if isinstance(client, RedisCluster):
+        return breakers.for_node(client.get_node_from_key(key).name)
+    return breakers.breaker
+
+
+def where() -> str:
+    """Where the limiter's Redis is, from the settings: for error messages (never
+    connects, never shows the password)."""
+    nodes = app_settings.CLUSTER_NODES
+    if nodes:
+        try:
+            return "cluster nodes " + ", ".join("{}:{}".format(*parse_node(url)) for url in nodes)
+        except ValueError:
+            return "cluster nodes (misconfigured)"
+    return describe(get_tool_client())
+
+
+def describe(client: Client) -> str:
     """Where ``client`` connects, for error messages (never the password)."""
+    if isinstance(client, RedisCluster):
+        nodes = sorted(node.name for node in client.get_nodes()) or ["(no nodes)"]
+        return "cluster nodes " + ", ".join(nodes)
     kwargs = client.connection_pool.connection_kwargs
     if kwargs.get("path"):
         return f"unix:{kwargs['path']}"
@@ -57,10 +121,13 @@ def reset() -> None:
         old = list(_clients.values())
         _clients.clear()
     for client in old:
-        client.connection_pool.disconnect()
+        if isinstance(client, RedisCluster):
+            client.close()
+        else:
+            client.connection_pool.disconnect()
 
 
-def _get_or_create(purpose: str, timeout: float) -> redis.Redis:
+def _get_or_create(purpose: str, timeout: float) -> Client:
     with _lock:
         client = _clients.get(purpose)
         if client is None:
@@ -68,7 +135,10 @@ def _get_or_create(purpose: str, timeout: float) -> redis.Redis:
         return client
 
 
-def _create_client(timeout: float) -> redis.Redis:
+def _create_client(timeout: float) -> Client:
+    nodes = app_settings.CLUSTER_NODES
+    if nodes:
+        return _create_cluster_client(list(nodes), timeout)
     alias = app_settings.CACHE
     try:
         cache = caches[alias]
@@ -96,3 +166,35 @@ def _create_client(timeout: float) -> redis.Redis:
     kwargs.pop("retry_on_timeout", None)
     own_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
     return redis.Redis(connection_pool=own_pool)
+
+
+def parse_node(url: str) -> tuple[str, int]:
+    """``(host, port)`` of a cluster startup node: ``redis://host:port`` or ``host:port``.
+    Raises ``ValueError`` with a readable message."""
+    text = url if "://" in url else f"redis://{url}"
+    parts = urlsplit(text)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ValueError(f"{url!r} is not a Redis node: write redis://host:port or host:port.")
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise ValueError(f"{url!r} has a bad port.") from None
+    return parts.hostname, port
+
+
+def _create_cluster_client(nodes: list[str], timeout: float) -> RedisCluster:
+    try:
+        startup = [ClusterNode(*parse_node(url)) for url in nodes]
+    except ValueError as e:
+        raise ConfigurationError(f"RATELIMITS['CLUSTER_NODES']: {e}") from e
+    first = urlsplit(nodes[0] if "://" in nodes[0] else f"redis://{nodes[0]}")
+    return RedisCluster(
+        startup_nodes=startup,
+        username=unquote(first.username) if first.username else None,
+        password=unquote(first.password) if first.password else None,
+        ssl=first.scheme == "rediss",
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+        require_full_coverage=False,
+    )

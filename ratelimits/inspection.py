@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import redis
-
-from ratelimits import keys, limiter
+from ratelimits import connection, keys, limiter
+from ratelimits.connection import Client
 from ratelimits.decision import Decision
 from ratelimits.inventory import policy_check
 from ratelimits.policy_table import CompiledPolicy
@@ -51,12 +50,11 @@ class KeyDetail:
     raw: dict[str, str] = field(default_factory=dict)
 
 
-def inspect(
-    client: redis.Redis, name: keys.KeyName, policies: dict[str, CompiledPolicy]
-) -> KeyDetail:
+def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPolicy]) -> KeyDetail:
     """Read ``name``'s state without changing it."""
     check, note = policy_check(name, policies)
-    pipe = client.pipeline(transaction=True)
+    # The transaction runs on the key's server (on a cluster, the node holding its slot).
+    pipe = connection.node_client(client, name.key).pipeline(transaction=True)
     pipe.time()
     pipe.exists(name.key)
     pipe.pttl(name.key)

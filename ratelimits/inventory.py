@@ -1,19 +1,23 @@
 """The limiter's keys in Redis, for tools: find them, read their usage, delete them.
 
 Keys are found with ``SCAN`` and a ``MATCH`` pattern built from the key layout (never
-``KEYS``, which blocks the server). Reading never consumes: counts come from the decide
-script run with recording off, so they are the numbers the limiter itself would see.
+``KEYS``, which blocks the server); on a Redis Cluster every primary is scanned, and
+reads and deletes go to each key's node. Reading never consumes: counts come from the
+decide script run with recording off, so they are the numbers the limiter itself would
+see.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
-from ratelimits import keys, limiter
+from ratelimits import connection, keys, limiter
 from ratelimits.conf import app_settings
+from ratelimits.connection import Client
 from ratelimits.decision import Decision
 from ratelimits.policy_table import CompiledPolicy
 
@@ -58,8 +62,13 @@ def known_policies() -> dict[str, CompiledPolicy]:
     return {p.name: CompiledPolicy.from_model(p) for p in Policy.objects.all()}
 
 
+def key_count(client: Client) -> int:
+    """How many keys the server holds (every primary's, on a cluster): ``DBSIZE``."""
+    return sum(int(node.dbsize()) for node in connection.node_clients(client))
+
+
 def scan(
-    client: redis.Redis,
+    client: Client,
     *,
     policy: str | None = None,
     identity: str | None = None,
@@ -74,27 +83,30 @@ def scan(
         prefix, identity=identity, identity_glob=identity_glob, policy=policy
     )
     seen: set[str] = set()  # SCAN may return a key twice while Redis resizes its table
-    cursor = 0
     examined = 0
-    while True:
-        cursor, batch = client.scan(cursor, match=pattern, count=SCAN_BATCH)
-        examined += SCAN_BATCH
-        for raw in batch:
-            name = keys.parse_key(raw, prefix)
-            if name is None or name.key in seen:
-                continue
-            seen.add(name.key)
-            yield name
-            if limit is not None and len(seen) >= limit:
-                return
-        if progress is not None:
-            progress(examined, len(seen))
-        if cursor == 0:
-            return
+    for node in connection.node_clients(client):
+        cursor = 0
+        while True:
+            cursor, batch = node.scan(cursor, match=pattern, count=SCAN_BATCH)
+            examined += SCAN_BATCH
+            for raw in batch:
+                name = keys.parse_key(raw, prefix)
+                if name is None or name.key in seen:
+                    continue
+                if identity is not None and name.identity != identity:
+                    continue  # the pattern is a prefix: ip:10.0.0.1 matched ip:10.0.0.12
+                seen.add(name.key)
+                yield name
+                if limit is not None and len(seen) >= limit:
+                    return
+            if progress is not None:
+                progress(examined, len(seen))
+            if cursor == 0:
+                break
 
 
 def usage(
-    client: redis.Redis,
+    client: Client,
     names: Iterable[keys.KeyName],
     policies: dict[str, CompiledPolicy],
 ) -> Iterator[KeyUsage]:
@@ -109,18 +121,42 @@ def usage(
         yield from _read_batch(client, batch, policies)
 
 
-def delete(client: redis.Redis, names: Iterable[keys.KeyName]) -> int:
+def delete(client: Client, names: Iterable[keys.KeyName]) -> int:
     """Delete the keys (``UNLINK``, in batches); returns how many existed."""
     deleted = 0
     batch: list[str] = []
     for name in names:
         batch.append(name.key)
         if len(batch) >= SCAN_BATCH:
-            deleted += int(client.unlink(*batch))
+            deleted += _unlink(client, batch)
             batch = []
     if batch:
-        deleted += int(client.unlink(*batch))
+        deleted += _unlink(client, batch)
     return deleted
+
+
+def _unlink(client: Client, batch: list[str]) -> int:
+    if not connection.is_cluster(client):
+        return int(client.unlink(*batch))
+    # A cluster refuses a multi-key command across slots: one UNLINK per key, pipelined
+    # per node.
+    deleted = 0
+    for node, found in _by_node(client, batch, key=lambda k: k).items():
+        pipe = node.pipeline(transaction=False)
+        for key in found:
+            pipe.unlink(key)
+        deleted += sum(int(n) for n in pipe.execute())
+    return deleted
+
+
+def _by_node(client: Client, items: list, *, key: Callable[[Any], str]) -> dict[Any, list]:
+    """``items`` grouped by the node client that holds ``key(item)``, in order."""
+    groups: dict[str, tuple[redis.Redis, list]] = {}
+    for item in items:
+        node = connection.node_client(client, key(item))
+        name = connection.describe(node)
+        groups.setdefault(name, (node, []))[1].append(item)
+    return dict(groups.values())
 
 
 def policy_check(
@@ -132,12 +168,29 @@ def policy_check(
         return None, "policy deleted"
     if policy.algorithm != name.algorithm:
         return None, f"left over: the policy now uses {policy.algorithm}"
-    return limiter.Check(policy, name.identity), ""
+    if (name.shard is None) != (policy.shards == 1) or (name.shard or 0) >= policy.shards:
+        return None, f"left over: the policy now has {policy.shards} shard(s)"
+    return limiter.Check(policy, name.identity, name.shard or 0), ""
 
 
 def _read_batch(
+    client: Client, names: list[keys.KeyName], policies: dict[str, CompiledPolicy]
+) -> list[KeyUsage]:
+    if not connection.is_cluster(client):
+        return _read_node_batch(client, names, policies)
+    by_node = _by_node(client, names, key=lambda name: name.key)
+    found = {
+        usage.name.key: usage
+        for node, group in by_node.items()
+        for usage in _read_node_batch(node, group, policies)
+    }
+    return [found[name.key] for name in names if name.key in found]
+
+
+def _read_node_batch(
     client: redis.Redis, names: list[keys.KeyName], policies: dict[str, CompiledPolicy]
 ) -> list[KeyUsage]:
+    """One pipelined round trip to one server for ``names`` (all held by it)."""
     pipe = client.pipeline(transaction=False)
     plans = []
     for name in names:
@@ -173,13 +226,13 @@ def _read_batch(
     return found
 
 
-def reset(client: redis.Redis, policy: str, identity: str | None = None) -> int:
+def reset(client: Client, policy: str, identity: str | None = None) -> int:
     """Delete ``policy``'s keys (only ``identity``'s when given); returns how many."""
     return delete(client, scan(client, policy=policy, identity=identity))
 
 
 def top(
-    client: redis.Redis, policy: CompiledPolicy, *, count: int = 20, scan_limit: int = 10_000
+    client: Client, policy: CompiledPolicy, *, count: int = 20, scan_limit: int = 10_000
 ) -> tuple[list[KeyUsage], int]:
     """The ``count`` clients with the highest counts under ``policy``, and how many keys
     were read (at most ``scan_limit``, so a huge key space costs a bounded scan)."""

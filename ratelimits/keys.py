@@ -1,7 +1,9 @@
 """Redis key names: ``<prefix>:{<identity>}:<policy>:<algorithm>``.
 
 The identity between braces is the Redis Cluster hash tag, so every key of one client
-lives in one slot and one script call can touch them all. The policy's limit and window
+lives in one slot and one script call can touch them all. A policy split into shards
+(``Policy.shards`` > 1) adds the shard to the tag, ``{global@2}``, so its shards land in
+different slots, and on a cluster on different nodes. The policy's limit and window
 are not in the key: editing them keeps the counts already made. Identities are bounded
 (see :mod:`ratelimits.identity`), names are slugs of at most 64 characters and the prefix
 at most 32, so a key never exceeds :data:`MAX_KEY_LENGTH`.
@@ -19,7 +21,8 @@ ALGORITHM_SUFFIX = {
 }
 SUFFIX_ALGORITHM = {suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()}
 PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
-MAX_KEY_LENGTH = 32 + 3 + 60 + 2 + 64 + 1 + 7
+MAX_KEY_LENGTH = 32 + 3 + 60 + 3 + 2 + 64 + 1 + 7
+SHARD_SEPARATOR = "@"
 
 KEY_PATTERN = re.compile(
     r"^(?P<prefix>[^{]+):\{(?P<identity>[^}]+)\}:(?P<policy>[-A-Za-z0-9_]+):(?P<suffix>[a-z]+)$"
@@ -35,10 +38,15 @@ class KeyName:
     identity: str
     policy: str
     algorithm: str
+    #: The shard of a sharded policy's key; ``None`` for an unsharded one.
+    shard: int | None = None
 
 
-def build_key(prefix: str, identity: str, policy_name: str, algorithm: str) -> str:
-    return f"{prefix}:{{{identity}}}:{policy_name}:{ALGORITHM_SUFFIX[algorithm]}"
+def build_key(
+    prefix: str, identity: str, policy_name: str, algorithm: str, shard: int | None = None
+) -> str:
+    tag = identity if shard is None else f"{identity}{SHARD_SEPARATOR}{shard}"
+    return f"{prefix}:{{{tag}}}:{policy_name}:{ALGORITHM_SUFFIX[algorithm]}"
 
 
 def version_key(prefix: str) -> str:
@@ -56,12 +64,17 @@ def parse_key(key: str | bytes, prefix: str) -> KeyName | None:
     match = KEY_PATTERN.match(key)
     if match is None or match["prefix"] != prefix or match["suffix"] not in SUFFIX_ALGORITHM:
         return None
+    identity, shard = match["identity"], None
+    who, separator, number = identity.rpartition(SHARD_SEPARATOR)
+    if separator and who and number.isdigit() and str(int(number)) == number:
+        identity, shard = who, int(number)
     return KeyName(
         key=key,
         prefix=prefix,
-        identity=match["identity"],
+        identity=identity,
         policy=match["policy"],
         algorithm=SUFFIX_ALGORITHM[match["suffix"]],
+        shard=shard,
     )
 
 
@@ -73,9 +86,12 @@ def scan_pattern(
     policy: str | None = None,
 ) -> str:
     """A ``SCAN MATCH`` pattern for limiter keys; ``identity`` and ``policy`` are literal,
-    ``identity_glob`` is a Redis glob (``*``, ``?``, ``[...]``) over the identity."""
+    ``identity_glob`` is a Redis glob (``*``, ``?``, ``[...]``) over the identity.
+
+    An ``identity`` also matches its shards' keys (``{global@2}``) and, being a prefix
+    pattern, some other identities: compare the parsed identity to keep exactly one's."""
     if identity is not None:
-        who = escape_glob(identity)
+        who = escape_glob(identity) + "*"
     elif identity_glob is not None:
         who = identity_glob
     else:

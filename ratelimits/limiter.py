@@ -1,8 +1,9 @@
 """The engine: (policies, identities) -> decisions, in one Redis round trip.
 
 :func:`decide` runs the decide script (see ``lua/decide.lua``) once for every policy that
-matches a request, by SHA; redis-py reloads the script on ``NOSCRIPT`` (after a
-``SCRIPT FLUSH`` or a Redis restart) and retries, so that recovers without an error.
+matches a request, by SHA (on a Redis Cluster, once per hash slot the request's keys
+use); redis-py reloads the script on ``NOSCRIPT`` (after a ``SCRIPT FLUSH`` or a Redis
+restart) and retries, so that recovers without an error.
 When Redis cannot answer, or the circuit breaker is open, every policy answers with its
 fail mode instead. Nothing here knows about DRF, the admin or HTTP.
 """
@@ -12,13 +13,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from redis.commands.core import Script
 
+from ratelimits import breaker as breakers
 from ratelimits import connection, metrics, scripts, stats
-from ratelimits.breaker import breaker
 from ratelimits.conf import app_settings
+from ratelimits.connection import Client
 from ratelimits.decision import Decision, Verdict
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.policy_table import CompiledPolicy
@@ -30,20 +33,21 @@ REPLY_FIELDS = 5  # allowed, count x 1000, remaining, retry_ms, reset_ms
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One policy to apply to one identity."""
+    """One policy to apply to one identity (in one shard of a sharded policy)."""
 
     policy: CompiledPolicy
     identity: str
+    shard: int = 0
 
     @property
     def key(self) -> str:
-        return self.policy.key_for(self.identity)
+        return self.policy.key_for(self.identity, self.shard)
 
 
 _script: Script | None = None
 
 
-def _decide_script(client: redis.Redis) -> Script:
+def _decide_script(client: Any) -> Script:
     global _script
     if _script is None:
         _script = client.register_script(scripts.decide_source())
@@ -58,26 +62,30 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     """
     if not checks:
         return Verdict()
-    if not breaker.allow():
-        return _fail_verdict(checks)
     try:
-        _, verdict = evaluate(checks, connection.get_client(), record=record, now=now)
-    except redis.ResponseError as e:
-        if isinstance(e, redis.exceptions.ReadOnlyError):  # a replica after a failover
-            breaker.failure(e)
-        else:  # the script failed on these keys (say, a foreign value): not an outage
-            logger.error("ratelimits: the decide script failed for %s: %s", checks[0].key, e)
+        client = connection.get_client()
+        reply = _run_all(checks, client, record=record, now=now, guarded=True)
+    except _BreakerOpen:
         return _fail_verdict(checks)
-    except (redis.RedisError, ConfigurationError) as e:
-        breaker.failure(e)
+    except _ServerFailed as failed:
+        error = failed.error
+        if isinstance(error, redis.ResponseError) and not isinstance(
+            error, (redis.exceptions.ReadOnlyError, redis.exceptions.ClusterDownError)
+        ):  # the script failed on these keys (say, a foreign value): not an outage
+            logger.error("ratelimits: the decide script failed for %s: %s", failed.key, error)
+        else:  # unreachable, slow, a replica after a failover, a cluster without the slot
+            failed.guard.failure(error)
         return _fail_verdict(checks)
-    breaker.success()
+    except ConfigurationError as e:
+        breakers.breaker.failure(e)
+        return _fail_verdict(checks)
+    _, verdict = verdict_from(checks, reply)
     if record:
         _report(verdict)
     return verdict
 
 
-def peek(checks: Sequence[Check], client: redis.Redis) -> tuple[int, Verdict]:
+def peek(checks: Sequence[Check], client: Client) -> tuple[int, Verdict]:
     """What ``checks`` would decide now, consuming nothing: ``(now_us, verdict)``.
 
     For tools (the management command, the admin): no breaker and no fail mode, so a
@@ -89,25 +97,105 @@ def peek(checks: Sequence[Check], client: redis.Redis) -> tuple[int, Verdict]:
 
 
 def evaluate(
-    checks: Sequence[Check], client: redis.Redis, *, record: bool, now: float | None = None
+    checks: Sequence[Check], client: Client, *, record: bool, now: float | None = None
 ) -> tuple[int, Verdict]:
-    """Run the decide script once for ``checks``: ``(now_us, verdict)``; errors are raised."""
-    return verdict_from(checks, _run(checks, client, record=record, now=now))
+    """Decide ``checks`` (one script call per hash slot): ``(now_us, verdict)``; errors are
+    raised."""
+    return verdict_from(checks, _run_all(checks, client, record=record, now=now))
 
 
 def queue_peek(checks: Sequence[Check], pipeline: redis.client.Pipeline) -> None:
-    """Queue a read-only decide call on ``pipeline``; read its reply with :func:`verdict_from`."""
+    """Queue a read-only decide call on ``pipeline`` (of one server: on a cluster, a node's
+    client from :func:`connection.node_client`); read its reply with :func:`verdict_from`."""
     _run(checks, pipeline, record=False, now=None)
 
 
-def _run(
-    checks: Sequence[Check], client: redis.Redis, *, record: bool, now: float | None
+class _BreakerOpen(Exception):
+    """A server the request needs is skipped by its open circuit breaker."""
+
+
+class _ServerFailed(Exception):
+    def __init__(self, guard: breakers.CircuitBreaker, key: str, error: Exception) -> None:
+        super().__init__(str(error))
+        self.guard, self.key, self.error = guard, key, error
+
+
+def _run_all(
+    checks: Sequence[Check],
+    client: Client,
+    *,
+    record: bool,
+    now: float | None,
+    guarded: bool = False,
 ) -> list[int]:
+    """The decide script's reply for ``checks``, in their order.
+
+    On one server every key is in one call. On a cluster one call can only touch one hash
+    slot, so checks are grouped by slot: one group (every policy counts the same identity,
+    the usual case) is still one call; several are first checked in every slot without
+    recording, and recorded slot by slot only when all admit. Each call re-checks
+    atomically, so a request that races into a slot between the two phases can be denied
+    after it was recorded in another slot: it then counts there. That errs towards
+    denying, never towards admitting more than a limit.
+    """
+    groups = _slot_groups(client, checks)
+    if len(groups) == 1:
+        return _call(checks, client, record=record, now=now, guarded=guarded)
+    parts = [[checks[i] for i in group] for group in groups]
+    replies = [_call(part, client, record=False, now=now, guarded=guarded) for part in parts]
+    if record and all(reply[0] for reply in replies):
+        replies = [_call(part, client, record=True, now=now, guarded=guarded) for part in parts]
+    merged: list[int] = [int(all(reply[0] for reply in replies)), int(replies[0][1])]
+    fields: list[list[int]] = [[] for _ in checks]
+    for group, reply in zip(groups, replies, strict=True):
+        for position, index in enumerate(group):
+            start = 2 + REPLY_FIELDS * position
+            fields[index] = list(reply[start : start + REPLY_FIELDS])
+    for found in fields:
+        merged.extend(found)
+    return merged
+
+
+def _slot_groups(client: Client, checks: Sequence[Check]) -> list[list[int]]:
+    """Indexes of ``checks`` grouped by hash slot (one group on a single server)."""
+    if not connection.is_cluster(client) or len(checks) == 1:
+        return [list(range(len(checks)))]
+    by_slot: dict[int, list[int]] = {}
+    for index, check in enumerate(checks):
+        by_slot.setdefault(connection.slot_of(client, check.key), []).append(index)
+    return list(by_slot.values())
+
+
+def _call(
+    checks: Sequence[Check], client: Client, *, record: bool, now: float | None, guarded: bool
+) -> list[int]:
+    """One script call; with ``guarded``, through the circuit breaker of the key's server."""
+    if not guarded:
+        return _run(checks, client, record=record, now=now)
+    key = checks[0].key
+    guard = connection.breaker_for(client, key)
+    if not guard.allow():
+        raise _BreakerOpen
+    try:
+        reply = _run(checks, client, record=record, now=now)
+    except connection.REDIS_ERRORS as e:
+        raise _ServerFailed(guard, key, e) from e
+    guard.success()
+    return reply
+
+
+def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | None) -> list[int]:
     now_arg = "" if now is None else str(round(now * 1_000_000))
     args: list[str] = [now_arg, "1" if record else "0"]
     for check in checks:
-        args.extend(check.policy.script_args)
-    return _decide_script(client)(keys=[c.key for c in checks], args=args, client=client)
+        args.extend(check.policy.script_args[check.shard])
+    keys = [c.key for c in checks]
+    try:
+        return _decide_script(client)(keys=keys, args=args, client=client)
+    except redis.exceptions.NoScriptError:
+        # redis-py loaded the script after a NOSCRIPT and retried, and the script was
+        # flushed again in between: send the source itself (EVAL caches it again).
+        return client.eval(scripts.decide_source(), len(keys), *keys, *args)
 
 
 def verdict_from(checks: Sequence[Check], reply: list[int]) -> tuple[int, Verdict]:

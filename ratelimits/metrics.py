@@ -50,8 +50,8 @@ from dataclasses import dataclass
 
 import redis
 
+from ratelimits import breaker as breakers
 from ratelimits import connection
-from ratelimits.breaker import breaker
 from ratelimits.conf import app_settings
 from ratelimits.decision import Decision, Verdict
 from ratelimits.exceptions import ConfigurationError
@@ -131,21 +131,29 @@ def _flush(now: float) -> bool:
         batch = Counter(_buffer)
         _buffer.clear()
         generation = _generation
+    entries = sorted(batch.items())
+    prefix = app_settings.KEY_PREFIX
+    minutes = sorted({minute for (minute, _, _), _ in entries})
+    try:
+        client = connection.get_client()
+    except ConfigurationError as e:
+        breakers.breaker.failure(e)
+        _put_back(batch, generation, now)
+        return False
+    # On a cluster the minutes' keys may live on several nodes; the newest one's node
+    # stands for them all (the flush is retried as a whole, at least once).
+    breaker = connection.breaker_for(client, stats_key(minutes[-1], prefix))
     if not breaker.allow():
         _put_back(batch, generation, now)
         return False
-    entries = sorted(batch.items())
     try:
-        client = connection.get_client()
         pipe = client.pipeline(transaction=False)
-        prefix = app_settings.KEY_PREFIX
-        minutes = sorted({minute for (minute, _, _), _ in entries})
         for (minute, policy, what), n in entries:
             pipe.hincrby(stats_key(minute, prefix), f"{policy}:{what}", n)
         for minute in minutes:
             pipe.expire(stats_key(minute, prefix), KEY_TTL)
         replies = pipe.execute(raise_on_error=False)
-    except (redis.RedisError, ConfigurationError) as e:
+    except connection.REDIS_ERRORS as e:
         breaker.failure(e)
         logger.debug("ratelimits: metrics flush failed (%s); %d counts kept", e, len(batch))
         _put_back(batch, generation, now)

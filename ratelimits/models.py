@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from ratelimits import validators
 from ratelimits.signals import schedule_policy_change
@@ -73,8 +73,8 @@ class Policy(models.Model):
         max_length=20, choices=Algorithm.choices, default=Algorithm.SLIDING_COUNTER
     )
     limit = models.PositiveIntegerField(
-        validators=[MinValueValidator(1)],
-        help_text="Requests allowed per window (at least 1).",
+        validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
+        help_text="Requests allowed per window (1 to 2147483647).",
     )
     window = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_WINDOW)],
@@ -86,6 +86,16 @@ class Policy(models.Model):
         validators=[validators.validate_key],
         help_text=(
             "Who is counted: user, ip, user_or_ip, global, or header:NAME (header:X-Api-Key)."
+        ),
+    )
+    shards = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_SHARDS)],
+        help_text=(
+            "Split the limit over this many Redis keys (1 to 64, at most the limit), for a "
+            "hot key such as a global policy on a busy endpoint: each request counts in one "
+            "shard chosen at random, each shard admits its share of the limit. Never admits "
+            "more than the limit; can deny while another shard still has room."
         ),
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
@@ -122,6 +132,9 @@ class Policy(models.Model):
             ),
             models.CheckConstraint(condition=Q(limit__gte=1), name="ratelimits_policy_limit_gte_1"),
             models.CheckConstraint(
+                condition=Q(limit__lte=validators.MAX_LIMIT), name="ratelimits_policy_limit_max"
+            ),
+            models.CheckConstraint(
                 condition=Q(window__gte=1, window__lte=validators.MAX_WINDOW),
                 name="ratelimits_policy_window_range",
             ),
@@ -130,6 +143,11 @@ class Policy(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(mode__in=Mode.values), name="ratelimits_policy_mode_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(shards__gte=1, shards__lte=validators.MAX_SHARDS)
+                & Q(shards__lte=F("limit")),
+                name="ratelimits_policy_shards_range",
             ),
         ]
 
@@ -146,6 +164,14 @@ class Policy(models.Model):
     def clean_fields(self, exclude: Any = None) -> None:
         self.normalize()
         super().clean_fields(exclude=exclude)
+
+    def clean(self) -> None:
+        super().clean()
+        shards, limit = self.shards, self.limit
+        if isinstance(shards, int) and isinstance(limit, int) and 1 <= limit < shards:
+            raise ValidationError(
+                {"shards": f"At most the limit ({limit}): every shard admits at least 1."}
+            )
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The same normal form whether the row comes from a form, the ORM or an import.

@@ -54,12 +54,13 @@ FIELDS: tuple[str, ...] = (
     "mode",
     "fail_open",
     "enabled",
+    "shards",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
 VERSION = 1
 
 _EXTENSIONS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
-_INT_FIELDS = frozenset({"limit", "window"})
+_INT_FIELDS = frozenset({"limit", "window", "shards"})
 _BOOL_FIELDS = frozenset({"fail_open", "enabled"})
 _STR_FIELDS = frozenset(FIELDS) - _INT_FIELDS - _BOOL_FIELDS
 

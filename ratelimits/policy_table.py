@@ -4,24 +4,25 @@ Each worker keeps the enabled policies compiled in memory. At most every
 ``POLICY_REFRESH_INTERVAL`` seconds a request checks a version stamp in Redis (one
 ``GET``, amortised over every request in that interval); when the stamp moved, or the
 table is older than ``POLICY_MAX_AGE``, the table is reloaded from the database. A
-committed change bumps the stamp (see :mod:`ratelimits.signals`), so every worker
-enforces it within ``POLICY_REFRESH_INTERVAL`` seconds.
+committed change writes a new random stamp (see :mod:`ratelimits.signals`), so every
+worker enforces it within ``POLICY_REFRESH_INTERVAL`` seconds, even after Redis lost
+its data.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
+import random
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import redis
-
+from ratelimits import breaker as breakers
 from ratelimits import connection, identity, keys, validators
-from ratelimits.breaker import breaker
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
 
@@ -43,8 +44,9 @@ class CompiledPolicy:
     header_meta_key: str | None
     enforce: bool
     fail_open: bool
-    #: This policy's four ARGV slots in ``lua/decide.lua``: algorithm, limit, window_ms, enforce.
-    script_args: tuple[str, str, str, str]
+    #: For each shard, its four ARGV slots in ``lua/decide.lua``: algorithm, the shard's
+    #: share of the limit, window_ms, enforce. One entry for an unsharded policy.
+    script_args: tuple[tuple[str, str, str, str], ...]
 
     @classmethod
     def build(
@@ -59,9 +61,11 @@ class CompiledPolicy:
         methods: str = "",
         mode: str = "enforce",
         fail_open: bool = True,
+        shards: int = 1,
     ) -> CompiledPolicy:
         header = validators.header_name(key)
         enforce = mode == "enforce"
+        shards = max(1, min(int(shards), int(limit)))
         return cls(
             name=name,
             endpoint=endpoint,
@@ -74,11 +78,9 @@ class CompiledPolicy:
             header_meta_key=identity.meta_key(header) if header else None,
             enforce=enforce,
             fail_open=bool(fail_open),
-            script_args=(
-                algorithm,
-                str(int(limit)),
-                str(int(window) * 1000),
-                "1" if enforce else "0",
+            script_args=tuple(
+                (algorithm, str(share), str(int(window) * 1000), "1" if enforce else "0")
+                for share in shard_limits(int(limit), shards)
             ),
         )
 
@@ -97,6 +99,7 @@ class CompiledPolicy:
                     "methods",
                     "mode",
                     "fail_open",
+                    "shards",
                 )
             }
         )
@@ -105,8 +108,30 @@ class CompiledPolicy:
     def is_path_pattern(self) -> bool:
         return self.endpoint.startswith(("/", "*"))
 
-    def key_for(self, identity: str) -> str:
-        return keys.build_key(app_settings.KEY_PREFIX, identity, self.name, self.algorithm)
+    @property
+    def shards(self) -> int:
+        return len(self.script_args)
+
+    def key_for(self, identity: str, shard: int = 0) -> str:
+        """The key counting ``identity`` (in ``shard``, for a sharded policy)."""
+        return keys.build_key(
+            app_settings.KEY_PREFIX,
+            identity,
+            self.name,
+            self.algorithm,
+            shard if len(self.script_args) > 1 else None,
+        )
+
+    def pick_shard(self) -> int:
+        """The shard one request counts in: uniformly at random (0 when unsharded)."""
+        count = len(self.script_args)
+        return random.randrange(count) if count > 1 else 0
+
+
+def shard_limits(limit: int, shards: int) -> list[int]:
+    """``limit`` split over ``shards`` as evenly as whole numbers allow (they sum to it)."""
+    share, extra = divmod(limit, shards)
+    return [share + (1 if i < extra else 0) for i in range(shards)]
 
 
 class PolicyTable:
@@ -150,12 +175,17 @@ class _TableCache:
         self.checked_at = 0.0
         self.loaded_at = 0.0
 
-    def fresh(self, now: float) -> bool:
-        return (
-            self.table is not None
+    def fresh_table(self, now: float) -> PolicyTable | None:
+        """The table when it needs no check now, else ``None``. The table is read once:
+        another thread may drop it (``mark_changed``) at any moment."""
+        table = self.table
+        if (
+            table is not None
             and now - self.checked_at < float(app_settings.POLICY_REFRESH_INTERVAL)
             and now - self.loaded_at < float(app_settings.POLICY_MAX_AGE)
-        )
+        ):
+            return table
+        return None
 
 
 _cache = _TableCache()
@@ -164,19 +194,22 @@ _cache = _TableCache()
 def get_table() -> PolicyTable:
     """The current table; reloads it when a change was announced or it is too old."""
     now = time.monotonic()
-    if _cache.fresh(now):
-        return _cache.table  # type: ignore[return-value]
+    table = _cache.fresh_table(now)
+    if table is not None:
+        return table
     with _cache.lock:
-        if _cache.fresh(now):
-            return _cache.table  # type: ignore[return-value]
+        table = _cache.fresh_table(now)
+        if table is not None:
+            return table
         version = _read_version(_cache.version)
         too_old = now - _cache.loaded_at >= float(app_settings.POLICY_MAX_AGE)
-        if _cache.table is None or version != _cache.version or too_old:
-            _cache.table = load_table()
+        table = _cache.table
+        if table is None or version != _cache.version or too_old:
+            table = _cache.table = load_table()
             _cache.loaded_at = now
         _cache.version = version
         _cache.checked_at = now
-        return _cache.table
+        return table
 
 
 def load_table() -> PolicyTable:
@@ -191,8 +224,12 @@ def mark_changed() -> None:
     with _cache.lock:
         _cache.table = None
     try:
-        connection.get_client().incr(keys.version_key(app_settings.KEY_PREFIX))
-    except (redis.RedisError, ConfigurationError) as e:
+        # A fresh random stamp, not a counter: after Redis lost its data a counter would
+        # start again at 1, a value a worker may already hold, and that worker would miss
+        # the change until POLICY_MAX_AGE.
+        stamp = uuid.uuid4().hex
+        connection.get_client().set(keys.version_key(app_settings.KEY_PREFIX), stamp)
+    except (*connection.REDIS_ERRORS, ConfigurationError) as e:
         logger.warning(
             "ratelimits: could not announce a policy change to other workers (%s); "
             "they pick it up within POLICY_MAX_AGE (%s s).",
@@ -211,12 +248,19 @@ def reset() -> None:
 
 def _read_version(known: bytes | None) -> bytes | None:
     """The version stamp in Redis; ``known`` when Redis cannot answer."""
-    if not breaker.allow():
+    key = keys.version_key(app_settings.KEY_PREFIX)
+    try:
+        client = connection.get_client()
+    except ConfigurationError as e:
+        breakers.breaker.failure(e)
+        return known
+    guard = connection.breaker_for(client, key)
+    if not guard.allow():
         return known
     try:
-        version = connection.get_client().get(keys.version_key(app_settings.KEY_PREFIX))
-    except (redis.RedisError, ConfigurationError) as e:
-        breaker.failure(e)
+        version = client.get(key)
+    except connection.REDIS_ERRORS as e:
+        guard.failure(e)
         return known
-    breaker.success()
+    guard.success()
     return version

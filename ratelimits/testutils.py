@@ -8,15 +8,18 @@ starts from the database and Redis alone.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
 
 
 def find_redis_server() -> str:
@@ -43,6 +46,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_cluster_port() -> int:
+    """A free port P whose cluster bus port P + 10000 is free too (so P <= 55535)."""
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        if _is_free(port) and _is_free(port + 10000):
+            return port
+    raise RuntimeError("no free pair of ports for a cluster node")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 class RedisServer:
     """A ``redis-server`` process on 127.0.0.1, without persistence.
 
@@ -51,9 +72,12 @@ class RedisServer:
     crash would.
     """
 
-    def __init__(self, port: int | None = None, binary: str | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, binary: str | None = None, *, extra: Sequence[str] = ()
+    ) -> None:
         self.port = port or free_port()
         self.binary = binary or find_redis_server()
+        self.extra = tuple(extra)
         self.process: subprocess.Popen[bytes] | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="ratelimits-redis-"))
 
@@ -81,6 +105,7 @@ class RedisServer:
             "no",
             "--loglevel",
             "warning",
+            *self.extra,
         ]
         log = open(self._dir / "redis.log", "ab")  # noqa: SIM115 - owned by the process
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -130,14 +155,109 @@ class RedisServer:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
+def find_redis_cli() -> str:
+    """``redis-cli`` next to the server binary, else on PATH."""
+    beside = Path(find_redis_server()).with_name("redis-cli")
+    if beside.is_file():
+        return str(beside)
+    on_path = shutil.which("redis-cli")
+    if on_path:
+        return on_path
+    raise FileNotFoundError("No redis-cli next to redis-server or on PATH.")
+
+
+class RedisClusterServers:
+    """A local Redis Cluster of ``primaries`` nodes (no replicas) on 127.0.0.1.
+
+    Each node is a :class:`RedisServer` started with ``--cluster-enabled yes``; the slots
+    are assigned with ``redis-cli --cluster create``. ``cluster-require-full-coverage no``
+    lets the other nodes keep serving their slots while one is down, as production
+    clusters without replicas should. Nodes keep their ``nodes.conf``, so a node
+    restarted with :meth:`RedisServer.restart` rejoins with its slots (empty).
+    """
+
+    def __init__(self, primaries: int = 3) -> None:
+        cluster_options = (
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "2000",
+            "--cluster-require-full-coverage",
+            "no",
+            "--cluster-config-file",
+            "nodes.conf",
+        )
+        self.nodes = [
+            RedisServer(free_cluster_port(), extra=cluster_options) for _ in range(primaries)
+        ]
+
+    @property
+    def startup_nodes(self) -> list[str]:
+        return [f"redis://127.0.0.1:{node.port}" for node in self.nodes]
+
+    def client(self) -> RedisCluster:
+        nodes = [ClusterNode("127.0.0.1", node.port) for node in self.nodes]
+        return RedisCluster(startup_nodes=nodes, socket_timeout=5)
+
+    def start(self, timeout: float = 30.0) -> RedisClusterServers:
+        for node in self.nodes:
+            node.start()
+        command = [
+            find_redis_cli(),
+            "--cluster",
+            "create",
+            *(f"127.0.0.1:{node.port}" for node in self.nodes),
+            "--cluster-replicas",
+            "0",
+            "--cluster-yes",
+        ]
+        created = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if created.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"redis-cli --cluster create failed:\n{created.stdout}")
+        self.wait_ok(timeout)
+        return self
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Wait until every running node reports ``cluster_state:ok`` and all slots."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = []
+            for node in self.nodes:
+                if node.process is None:
+                    continue
+                info = node.client().cluster("info")
+                states.append(
+                    info["cluster_state"] == "ok" and int(info["cluster_slots_ok"]) == 16384
+                )
+            if states and all(states):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"the cluster did not become ok within {timeout} s")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.__exit__(None, None, None)
+
+    def __enter__(self) -> RedisClusterServers:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
 def reset_state() -> None:
-    """Forget the policy table, the Redis client, the breaker and the unsent request
+    """Forget the policy table, the Redis client, the breakers and the unsent request
     counts (stopping the metrics flusher) of this process."""
-    from ratelimits import connection, metrics, policy_table, stats
-    from ratelimits.breaker import breaker
+    from ratelimits import breaker, connection, metrics, policy_table, stats
 
     metrics.reset()
     policy_table.reset()
     connection.reset()
-    breaker.reset()
+    breaker.reset_all()
     stats.clear()

@@ -38,7 +38,7 @@ class PolicyThrottle(BaseThrottle):
         for policy in policies:
             who = self.get_identity(request, policy)
             if who is not None:
-                checks.append(limiter.Check(policy, who))
+                checks.append(limiter.Check(policy, who, policy.pick_shard()))
         self.verdict = limiter.decide(checks)
         attach_decisions(request, self.verdict)
         return self.verdict.allowed

@@ -8,6 +8,11 @@ from django.core.exceptions import ValidationError
 
 HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
 MAX_WINDOW = 30 * 24 * 3600
+#: The highest limit: PostgreSQL's integer column holds it, and the Lua script counts
+#: exactly in doubles (exact to 2**53) and replies in Redis integers.
+MAX_LIMIT = 2**31 - 1
+#: Most keys one policy's budget may be split over (``Policy.shards``).
+MAX_SHARDS = 64
 KEY_KINDS = ("user", "ip", "user_or_ip", "global")
 HEADER_PREFIX = "header:"
 

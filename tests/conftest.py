@@ -1,16 +1,23 @@
-"""The test run starts its own redis-server on a free port and flushes it between tests."""
+"""The test run starts its own redis-server on a free port and flushes it between tests.
+
+Test modules that set ``pytestmark = pytest.mark.usefixtures("backend")`` run twice:
+against that server and against a local 3-primary Redis Cluster, started once on first
+use (``RATELIMITS["CLUSTER_NODES"]`` points the limiter at it; ``redis_client`` is then a
+cluster client).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-import redis
 
-from ratelimits.testutils import RedisServer, reset_state
+from ratelimits.testutils import RedisClusterServers, RedisServer, reset_state
 
 _server: RedisServer | None = None
+_cluster: RedisClusterServers | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -25,6 +32,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _server is not None:
         _server.stop()
+    if _cluster is not None:
+        _cluster.stop()
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -40,8 +49,39 @@ def redis_server() -> RedisServer:
     return _server
 
 
+@pytest.fixture(scope="session")
+def redis_cluster() -> RedisClusterServers:
+    """The local cluster, started on first use and kept for the session."""
+    global _cluster
+    if _cluster is None:
+        _cluster = RedisClusterServers(primaries=3).start()
+    return _cluster
+
+
+@pytest.fixture(params=["single", "cluster"])
+def backend(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
+    """Run the test against one server, then against the cluster (flushed first)."""
+    if request.param == "cluster":
+        cluster: RedisClusterServers = request.getfixturevalue("redis_cluster")
+        for node in cluster.nodes:
+            if node.process is None or node.process.poll() is not None:
+                node.start()
+        cluster.wait_ok()
+        for node in cluster.nodes:
+            node.client().flushall()
+        settings.RATELIMITS = {
+            **getattr(settings, "RATELIMITS", {}),
+            "CLUSTER_NODES": cluster.startup_nodes,
+        }
+        reset_state()
+    yield request.param
+
+
 @pytest.fixture
-def redis_client(redis_server: RedisServer) -> redis.Redis:
+def redis_client(request: pytest.FixtureRequest, redis_server: RedisServer) -> Any:
+    """A client of the server the limiter uses (a cluster client under ``backend``)."""
+    if "backend" in request.fixturenames and request.getfixturevalue("backend") == "cluster":
+        return request.getfixturevalue("redis_cluster").client()
     return redis_server.client()
 
 

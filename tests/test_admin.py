@@ -19,6 +19,7 @@ GOOD = {
     "window": "60",
     "key": "ip",
     "fail_open": "on",
+    "shards": "1",
 }
 
 

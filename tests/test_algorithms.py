@@ -7,6 +7,8 @@ import pytest
 from ratelimits import limiter
 from tests.helpers import IDENTITY, hit, hit_all, policy
 
+pytestmark = pytest.mark.usefixtures("backend")
+
 ALGORITHMS = ["sliding_log", "sliding_counter", "fixed_window"]
 
 

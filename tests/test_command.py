@@ -29,7 +29,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import RequestFactory, override_settings
 
-from ratelimits import identity, limiter
+from ratelimits import connection, identity, inventory, limiter
 from ratelimits.cli import output
 from ratelimits.decision import Decision
 from ratelimits.keys import build_key
@@ -38,7 +38,7 @@ from ratelimits.policy_table import CompiledPolicy
 from ratelimits.testutils import free_port, reset_state
 from ratelimits.validators import MAX_WINDOW
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 
 ROOT = Path(__file__).resolve().parent.parent
 DAY = 24 * 3600
@@ -155,8 +155,12 @@ def dumps(client: redis.Redis, names: Any) -> dict[str, bytes | None]:
     return {name: client.dump(name) for name in names}
 
 
-def scan_calls(client: redis.Redis) -> int:
-    return int(client.info("commandstats").get("cmdstat_scan", {}).get("calls", 0))
+def scan_calls(client: Any) -> int:
+    """SCAN calls served so far, by every node of a cluster."""
+    return sum(
+        int(node.info("commandstats").get("cmdstat_scan", {}).get("calls", 0))
+        for node in connection.node_clients(client)
+    )
 
 
 def counter_traffic(
@@ -250,6 +254,7 @@ def test_policies_json_equals_the_rows():
             "mode": "shadow",
             "fail_open": True,
             "enabled": True,
+            "shards": 1,
             "rate": "10 per 10 s",
         },
         {
@@ -263,6 +268,7 @@ def test_policies_json_equals_the_rows():
             "mode": "enforce",
             "fail_open": True,
             "enabled": True,
+            "shards": 1,
             "rate": "3 per 60 s",
         },
     ]
@@ -309,6 +315,7 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
         "identity_kind",
         "hashed",
         "username",
+        "shard",
         "algorithm",
         "count",
         "limit",
@@ -325,6 +332,7 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
         "identity_kind": "ip",
         "hashed": False,
         "username": None,
+        "shard": None,
         "algorithm": "sliding_log",
         "count": 2,
         "limit": 5,
@@ -665,7 +673,7 @@ def test_keys_scan_of_100k_keys(redis_client, monkeypatch):
     pipe.hset("rl:{ip:10.0.7.1}:audit:log:old", "c", 1)  # inside --match ip:10.0.7.*
     pipe.hset("rl:{ip:10.0.7.1}:audit:bogus", "c", 1)
     pipe.execute()
-    size = redis_client.dbsize()
+    size = inventory.key_count(redis_client)
     assert size == total + 3 * 1000 + 7
     expected_target = {key_of(i) for i in range(0, total, 50)}
 
@@ -716,11 +724,11 @@ def test_keys_scan_of_100k_keys(redis_client, monkeypatch):
     assert plain.getvalue() == ""
 
     # reset deletes all 2,000 (in several UNLINK batches) and nothing else.
-    before = redis_client.dbsize()
+    before = inventory.key_count(redis_client)
     text = run("reset", "--policy", target.name, "--yes")
     assert text.splitlines()[-1] == "Deleted 2,000 keys for policy target."
     assert len(text.splitlines()) == 2001
-    assert redis_client.dbsize() == before - 2000
+    assert inventory.key_count(redis_client) == before - 2000
     assert not any(redis_client.exists(key) for key in list(expected_target)[:100])
     assert (
         redis_client.exists("rlx:{ip:10.0.0.0}:target:fixed", "rl:{ip:10.0.0.0}:target:bogus") == 2
@@ -1245,11 +1253,15 @@ def test_check_refusals(site):
 
 @pytest.fixture
 def dead_redis() -> Iterator[int]:
-    """The tool client points at a port nobody listens on."""
+    """The tool client points at a port nobody listens on (the cluster's startup node, on
+    the cluster backend)."""
     port = free_port()
     caches = copy.deepcopy(settings.CACHES)
     caches["default"]["LOCATION"] = f"redis://127.0.0.1:{port}/0"
-    with override_settings(CACHES=caches):
+    ratelimits = dict(getattr(settings, "RATELIMITS", {}))
+    if ratelimits.get("CLUSTER_NODES"):
+        ratelimits["CLUSTER_NODES"] = [f"redis://127.0.0.1:{port}"]
+    with override_settings(CACHES=caches, RATELIMITS=ratelimits):
         yield port
 
 
@@ -1266,12 +1278,15 @@ def dead_redis() -> Iterator[int]:
         ("check", "--path", "/nowhere/"),
     ],
 )
-def test_unreachable_redis_is_a_one_line_command_error(dead_redis, args):
+def test_unreachable_redis_is_a_one_line_command_error(dead_redis, args, backend):
     add_policy("login", "api:login", methods="POST")
     with pytest.raises(CommandError) as raised:
         run(*args)
     message = str(raised.value)
-    assert message.startswith(f"Redis at 127.0.0.1:{dead_redis} did not answer: ")
+    where = f"127.0.0.1:{dead_redis}"
+    if backend == "cluster":
+        where = f"cluster nodes {where}"
+    assert message.startswith(f"Redis at {where} did not answer: ")
     assert "\n" not in message
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 

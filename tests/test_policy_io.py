@@ -145,7 +145,8 @@ def test_json_dump_is_exact() -> None:
         '      "key": "user_or_ip",\n'
         '      "mode": "enforce",\n'
         '      "fail_open": false,\n'
-        '      "enabled": true\n'
+        '      "enabled": true,\n'
+        '      "shards": 1\n'
         "    },\n"
         "    {\n"
         '      "name": "search",\n'
@@ -157,7 +158,8 @@ def test_json_dump_is_exact() -> None:
         '      "key": "user_or_ip",\n'
         '      "mode": "enforce",\n'
         '      "fail_open": true,\n'
-        '      "enabled": true\n'
+        '      "enabled": true,\n'
+        '      "shards": 1\n'
         "    }\n"
         "  ]\n"
         "}\n"
@@ -181,6 +183,7 @@ def test_yaml_dump_is_exact() -> None:
         "  mode: enforce\n"
         "  fail_open: true\n"
         "  enabled: true\n"
+        "  shards: 1\n"
         "- name: search\n"
         "  endpoint: api:search\n"
         "  methods: ''\n"
@@ -191,6 +194,7 @@ def test_yaml_dump_is_exact() -> None:
         "  mode: enforce\n"
         "  fail_open: true\n"
         "  enabled: true\n"
+        "  shards: 1\n"
     )
 
 
@@ -214,6 +218,7 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "mode": "shadow",
         "fail_open": False,
         "enabled": False,
+        "shards": 1,
     }
 
 
@@ -569,7 +574,7 @@ def test_plan_changes_property() -> None:
 def test_unknown_field_is_named_with_the_known_ones() -> None:
     assert problems_of([row(limt=5)]) == [
         "row 1 (login): unknown field(s) 'limt'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled."
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards."
     ]
 
 
@@ -740,7 +745,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
     assert problems_of(rows, prune=True) == [
         "row 2 (keep): limit: Ensure this value is greater than or equal to 1.",
         "row 3 (bad-update): unknown field(s) 'colour'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled.",
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
         "global or header:<Name>.",

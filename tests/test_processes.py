@@ -54,6 +54,26 @@ def test_an_edit_reaches_another_process_within_the_bound():
         worker.wait()
 
 
+def test_an_edit_after_redis_lost_its_data_still_reaches_other_processes(redis_client):
+    """The version stamp is random: a flushed Redis cannot hand a worker a stamp it holds."""
+    policy = Policy.objects.create(
+        name="search", endpoint="search", algorithm="sliding_counter", limit=5, window=60
+    )
+    worker = start_worker("watch", "search", "30")
+    try:
+        assert worker.stdout.readline().strip() == "5"
+        time.sleep(1.5)  # the worker has checked the stamp since
+        redis_client.flushall()
+        policy.limit = 7
+        policy.save()
+        edited = time.monotonic()
+        assert worker.stdout.readline().strip() == "7"
+        assert time.monotonic() - edited <= 2.0
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def _wait_clear_of_window_boundary(window: int, margin: float = 5.0) -> None:
     """Start well inside a clock-aligned window, so a fixed window's count is one window's."""
     into = time.time() % window

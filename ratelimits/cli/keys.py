@@ -29,7 +29,6 @@ NUMERIC = ("count", "limit", "remaining", "ttl", "memory")
 
 
 def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
-    client = connection.get_tool_client()
     policies = inventory.known_policies()
     if options["policy"] is not None:
         find_policy(options["policy"], policies)
@@ -37,7 +36,8 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
         raise CommandError("Give --identity or --match, not both.")
     who = _identity(options)  # a bad --identity is refused before Redis is asked
     limit = options["limit"] or None
-    progress = output.ProgressLine(command.stderr, total=client.dbsize())
+    client = connection.get_tool_client()
+    progress = output.ProgressLine(command.stderr, total=inventory.key_count(client))
     names = inventory.scan(
         client,
         policy=options["policy"],
@@ -56,7 +56,8 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
         [
             u.name.key,
             u.name.policy,
-            _identity_label(u.name.identity, usernames),
+            _identity_label(u.name.identity, usernames)
+            + ("" if u.name.shard is None else f" [shard {u.name.shard}]"),
             u.name.algorithm,
             u.count,
             u.policy.limit if u.policy else None,
@@ -78,9 +79,9 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
 
 
 def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
-    client = connection.get_tool_client()
     policies = inventory.known_policies()
     name = _key_to_inspect(options, policies)
+    client = connection.get_tool_client()
     detail = inspection.inspect(client, name, policies)
     usernames = _usernames([name.identity])
     if options["json"]:
@@ -123,9 +124,9 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
 
 
 def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
-    client = connection.get_tool_client()
     policy = find_policy(options["policy"], inventory.known_policies())
     who = _identity(options)
+    client = connection.get_tool_client()
     names = sorted(inventory.scan(client, policy=policy.name, identity=who), key=lambda n: n.key)
     scope = f"policy {policy.name}" + (f", identity {who}" if who else "")
     if not names:
@@ -189,6 +190,7 @@ def _usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str,
         "key": u.name.key,
         "policy": u.name.policy,
         **_identity_record(u.name.identity, usernames),
+        "shard": u.name.shard,
         "algorithm": u.name.algorithm,
         "count": u.count,
         "limit": u.policy.limit if u.policy else None,
@@ -207,6 +209,7 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
         "exists": d.exists,
         "policy": d.name.policy,
         **_identity_record(d.name.identity, usernames),
+        "shard": d.name.shard,
         "algorithm": d.name.algorithm,
         "now": inspection.iso(d.now_us),
         "ttl": d.ttl,

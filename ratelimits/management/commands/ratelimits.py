@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits import connection
@@ -112,7 +111,7 @@ class Command(BaseCommand):
         run = SUBCOMMANDS[options["subcommand"]]
         try:
             run(self, options)
-        except redis.RedisError as e:
+        except connection.REDIS_ERRORS as e:
             where = _redis_location()
             raise CommandError(f"Redis at {where} did not answer: {e}") from None
         except ConfigurationError as e:
@@ -133,6 +132,6 @@ class Command(BaseCommand):
 
 def _redis_location() -> str:
     try:
-        return connection.describe(connection.get_tool_client())
+        return connection.where()
     except ConfigurationError:
         return "(not configured)"

@@ -1,0 +1,135 @@
+"""The limiter on a real local Redis Cluster (3 primaries): one slot per script call,
+requests that span slots, and a primary restarted mid-run.
+
+The algorithm, throttle and command test modules also run against this cluster (see the
+``backend`` fixture in ``conftest.py``); these tests cover what only a cluster has.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from redis.cluster import RedisCluster
+
+from ratelimits import connection, inventory, limiter
+from ratelimits.models import Policy
+from ratelimits.policy_table import CompiledPolicy
+from ratelimits.testutils import RedisClusterServers
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("backend"),
+    pytest.mark.parametrize("backend", ["cluster"], indirect=True),
+]
+
+
+def make(name: str, limit: int, key: str, **fields: Any) -> CompiledPolicy:
+    row = Policy.objects.create(
+        name=name, endpoint="api:items", algorithm="sliding_log", limit=limit, window=3600,
+        key=key, **fields,
+    )  # fmt: skip
+    return CompiledPolicy.from_model(row)
+
+
+def statuses(client: Any, ip: str, n: int) -> list[int]:
+    return [client.get("/api/items/", REMOTE_ADDR=ip).status_code for _ in range(n)]
+
+
+def evalsha_calls(cluster: RedisClusterServers) -> int:
+    total = 0
+    for node in cluster.nodes:
+        stats = node.client().info("commandstats")
+        total += int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+    return total
+
+
+def node_of(cluster_client: RedisCluster, key: str) -> str:
+    return str(cluster_client.get_node_from_key(key).name)
+
+
+def addresses_on_distinct_nodes(policy: CompiledPolicy, client: RedisCluster) -> list[str]:
+    """One client address per primary, each one's key living on a different node."""
+    found: dict[str, str] = {}
+    for i in range(1, 250):
+        ip = f"198.51.100.{i}"
+        found.setdefault(node_of(client, policy.key_for(f"ip:{ip}")), ip)
+    assert len(found) == 3
+    return list(found.values())
+
+
+def test_the_limiter_talks_to_the_cluster_and_keys_spread_over_its_primaries(
+    client, redis_client, redis_cluster
+):
+    assert isinstance(connection.get_client(), RedisCluster)
+    policy = make("items", 2, "ip")
+    ips = addresses_on_distinct_nodes(policy, redis_client)
+    for ip in ips:
+        assert statuses(client, ip, 3) == [200, 200, 429]
+    sizes = [node.client().dbsize() for node in redis_cluster.nodes]
+    assert all(size >= 1 for size in sizes), sizes
+    assert inventory.key_count(redis_client) == sum(sizes)
+    found = {n.key for n in inventory.scan(redis_client, policy="items")}
+    assert found == {policy.key_for(f"ip:{ip}") for ip in ips}
+
+
+def test_policies_of_one_identity_are_one_call_in_one_slot(client, redis_cluster):
+    make("burst", 3, "ip")
+    make("hourly", 5, "ip", methods="GET")
+    before = evalsha_calls(redis_cluster)
+    assert statuses(client, "203.0.113.7", 4) == [200, 200, 200, 429]
+    assert evalsha_calls(redis_cluster) - before == 4  # one call per request
+
+
+def test_a_request_spanning_slots_is_all_or_nothing(client, redis_cluster, redis_client):
+    """A per-IP and a global policy: their keys hash to different slots. A request denied
+    by one of them is recorded in neither."""
+    per_ip = make("per-ip", 3, "ip")
+    everyone = make("everyone", 5, "global")
+    a, b = "203.0.113.7", "203.0.113.8"
+    assert connection.slot_of(redis_client, per_ip.key_for(f"ip:{a}")) != connection.slot_of(
+        redis_client, everyone.key_for("global")
+    )
+    before = evalsha_calls(redis_cluster)
+    assert statuses(client, a, 4) == [200, 200, 200, 429]
+    # An admitted request: look in both slots, then record in both; a denied one: look only.
+    assert evalsha_calls(redis_cluster) - before == 3 * 4 + 2
+
+    def count(policy: CompiledPolicy, who: str) -> float:
+        _, verdict = limiter.peek([limiter.Check(policy, who)], redis_client)
+        return verdict.decisions[0].count
+
+    assert count(everyone, "global") == 3  # a's 4th request, denied per IP, took nothing
+    assert statuses(client, b, 3) == [200, 200, 429]  # the global budget of 5 is spent
+    assert count(per_ip, f"ip:{b}") == 2  # b's denied request took nothing from b
+    assert count(everyone, "global") == 5
+
+
+def test_a_restarted_primary_costs_only_its_own_slots(client, redis_client, redis_cluster):
+    """Kill the primary holding one client's key: that client gets the fail mode (open:
+    200), clients on the other primaries stay limited, nothing answers 500; once the node
+    is back, its client is limited again."""
+    policy = make("items", 2, "ip")
+    ips = addresses_on_distinct_nodes(policy, redis_client)
+    victim_ip, *others = ips
+    victim_node = node_of(redis_client, policy.key_for(f"ip:{victim_ip}"))
+    (victim,) = [n for n in redis_cluster.nodes if f"127.0.0.1:{n.port}" == victim_node]
+    assert statuses(client, victim_ip, 3) == [200, 200, 429]
+
+    victim.kill()
+    down = statuses(client, victim_ip, 10)
+    assert down == [200] * 10  # fail open, through the node's open breaker
+    for ip in others:
+        assert statuses(client, ip, 3) == [200, 200, 429]  # other slots keep limiting
+
+    victim.start()  # same nodes.conf: it rejoins with its slots, empty
+    redis_cluster.wait_ok()
+    deadline = time.monotonic() + 10
+    seen: list[int] = []
+    while time.monotonic() < deadline and 429 not in seen:
+        seen.append(client.get("/api/items/", REMOTE_ADDR=victim_ip).status_code)
+        time.sleep(0.05)
+    assert 429 in seen, "the restarted primary's client was not limited again"
+    assert set(seen) <= {200, 429} and seen[-3:] == [200, 200, 429]
