@@ -25,6 +25,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import SentinelConnectionPool
 
 from ratelimits import breaker as breakers
 from ratelimits.conf import app_settings
@@ -109,6 +110,9 @@ def describe(client: Client) -> str:
     if isinstance(client, RedisCluster):
         nodes = sorted(node.name for node in client.get_nodes()) or ["(no nodes)"]
         return "cluster nodes " + ", ".join(nodes)
+    pool = client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):
+        return f"the primary of {pool.service_name!r} (Sentinel)"
     kwargs = client.connection_pool.connection_kwargs
     if kwargs.get("path"):
         return f"unix:{kwargs['path']}"
@@ -153,9 +157,6 @@ def _create_client(timeout: float) -> Client:
         )
         raise ConfigurationError(message) from e
     pool = base.connection_pool
-    if type(pool) not in (redis.ConnectionPool, redis.BlockingConnectionPool):
-        # Sentinel or custom pools manage their own connections: use the client as is.
-        return base
     kwargs: dict[str, Any] = dict(pool.connection_kwargs)
     kwargs.update(
         socket_timeout=timeout,
@@ -164,7 +165,22 @@ def _create_client(timeout: float) -> Client:
         retry_on_error=[],
     )
     kwargs.pop("retry_on_timeout", None)
-    own_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    if type(pool) is SentinelConnectionPool:
+        # django-redis's SentinelClient: the same service and sentinels, our timeouts.
+        kwargs.pop("connection_pool", None)  # the old pool's back reference
+        own_pool: redis.ConnectionPool = SentinelConnectionPool(
+            pool.service_name,
+            pool.sentinel_manager,
+            is_master=pool.is_master,
+            check_connection=pool.check_connection,
+            connection_class=pool.connection_class,
+            **kwargs,
+        )
+    elif type(pool) in (redis.ConnectionPool, redis.BlockingConnectionPool):
+        own_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    else:
+        # A custom pool manages its own connections: use the cache's client as is.
+        return base
     return redis.Redis(connection_pool=own_pool)
 
 

@@ -155,6 +155,72 @@ class RedisServer:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
+class RedisSentinel:
+    """A Redis Sentinel on 127.0.0.1 watching ``primary`` as the service ``service``.
+
+    It runs ``redis-server <conf> --sentinel`` (Sentinel rewrites its config file, so
+    it gets one of its own) and decides a failure after ``down_after_ms``.
+    """
+
+    def __init__(self, primary: RedisServer, service: str = "mymaster", down_after_ms: int = 1000):
+        self.primary = primary
+        self.service = service
+        self.down_after_ms = down_after_ms
+        self.port = free_port()
+        self.binary = primary.binary
+        self.process: subprocess.Popen[bytes] | None = None
+        self._dir = Path(tempfile.mkdtemp(prefix="ratelimits-sentinel-"))
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self, timeout: float = 10.0) -> RedisSentinel:
+        conf = self._dir / "sentinel.conf"
+        conf.write_text(
+            f"port {self.port}\n"
+            "bind 127.0.0.1\n"
+            f"dir {self._dir}\n"
+            f"sentinel monitor {self.service} 127.0.0.1 {self.primary.port} 1\n"
+            f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.service} 10000\n"
+        )
+        log = open(self._dir / "sentinel.log", "ab")  # noqa: SIM115 - owned by the process
+        self.process = subprocess.Popen(
+            [self.binary, str(conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                output = (self._dir / "sentinel.log").read_text(errors="replace")
+                raise RuntimeError(f"redis sentinel exited at start:\n{output}")
+            try:
+                if self.client().sentinel_get_master_addr_by_name(self.service):
+                    return self
+            except redis.RedisError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis sentinel did not answer on port {self.port} in {timeout} s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisSentinel:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
 def find_redis_cli() -> str:
     """``redis-cli`` next to the server binary, else on PATH."""
     beside = Path(find_redis_server()).with_name("redis-cli")
