@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
@@ -155,7 +156,28 @@ class RedisServer:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-class RedisSentinel:
+class _StartedServers:
+    """A context manager over ``start()`` and ``stop()``."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class RedisSentinel(_StartedServers):
     """A Redis Sentinel on 127.0.0.1 watching ``primary`` as the service ``service``.
 
     It runs ``redis-server <conf> --sentinel`` (Sentinel rewrites its config file, so
@@ -209,17 +231,6 @@ class RedisSentinel:
         self.process = None
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def __enter__(self) -> RedisSentinel:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 def find_redis_cli() -> str:
     """``redis-cli`` next to the server binary, else on PATH."""
@@ -232,7 +243,7 @@ def find_redis_cli() -> str:
     raise FileNotFoundError("No redis-cli next to redis-server or on PATH.")
 
 
-class RedisClusterServers:
+class RedisClusterServers(_StartedServers):
     """A local Redis Cluster of ``primaries`` nodes (no replicas) on 127.0.0.1.
 
     Each node is a :class:`RedisServer` started with ``--cluster-enabled yes``; the slots
@@ -304,17 +315,6 @@ class RedisClusterServers:
     def stop(self) -> None:
         for node in self.nodes:
             node.__exit__(None, None, None)
-
-    def __enter__(self) -> RedisClusterServers:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def reset_state() -> None:
