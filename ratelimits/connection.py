@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from typing import Any, TypeAlias
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import redis
 from django.core.cache import caches
@@ -113,7 +113,7 @@ def describe(client: Client) -> str:
     pool = client.connection_pool
     if isinstance(pool, SentinelConnectionPool):
         return f"the primary of {pool.service_name!r} (Sentinel)"
-    kwargs = client.connection_pool.connection_kwargs
+    kwargs = pool.connection_kwargs
     if kwargs.get("path"):
         return f"unix:{kwargs['path']}"
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
@@ -187,8 +187,7 @@ def _create_client(timeout: float) -> Client:
 def parse_node(url: str) -> tuple[str, int]:
     """``(host, port)`` of a cluster startup node: ``redis://host:port`` or ``host:port``.
     Raises ``ValueError`` with a readable message."""
-    text = url if "://" in url else f"redis://{url}"
-    parts = urlsplit(text)
+    parts = _split_node(url)
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
         raise ValueError(f"{url!r} is not a Redis node: write redis://host:port or host:port.")
     try:
@@ -198,12 +197,17 @@ def parse_node(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
+def _split_node(url: str) -> SplitResult:
+    """``url`` taken apart; a bare ``host:port`` is read as ``redis://host:port``."""
+    return urlsplit(url if "://" in url else f"redis://{url}")
+
+
 def _create_cluster_client(nodes: list[str], timeout: float) -> RedisCluster:
     try:
         startup = [ClusterNode(*parse_node(url)) for url in nodes]
     except ValueError as e:
         raise ConfigurationError(f"RATELIMITS['CLUSTER_NODES']: {e}") from e
-    first = urlsplit(nodes[0] if "://" in nodes[0] else f"redis://{nodes[0]}")
+    first = _split_node(nodes[0])
     return RedisCluster(
         startup_nodes=startup,
         username=unquote(first.username) if first.username else None,

@@ -176,9 +176,7 @@ def policy_check(
 def _read_batch(
     client: Client, names: list[keys.KeyName], policies: dict[str, CompiledPolicy]
 ) -> list[KeyUsage]:
-    if not connection.is_cluster(client):
-        return _read_node_batch(client, names, policies)
-    by_node = _by_node(client, names, key=lambda name: name.key)
+    by_node = _by_node(client, names, key=lambda name: name.key)  # one node: one group
     found = {
         usage.name.key: usage
         for node, group in by_node.items()

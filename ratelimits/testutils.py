@@ -65,7 +65,28 @@ def _is_free(port: int) -> bool:
         return True
 
 
-class RedisServer:
+class _StartedServers:
+    """A context manager over ``start()`` and ``stop()``."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class RedisServer(_StartedServers):
     """A ``redis-server`` process on 127.0.0.1, without persistence.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. :meth:`restart`
@@ -143,38 +164,14 @@ class RedisServer:
         self.stop()
         return self.start()
 
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.stop()
+        super().__exit__(exc_type, exc, tb)
         shutil.rmtree(self._dir, ignore_errors=True)
-
-
-class _StartedServers:
-    """A context manager over ``start()`` and ``stop()``."""
-
-    def start(self) -> Self:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 class RedisSentinel(_StartedServers):
