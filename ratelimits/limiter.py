@@ -110,6 +110,16 @@ def queue_peek(checks: Sequence[Check], pipeline: redis.client.Pipeline) -> None
     _run(checks, pipeline, record=False, now=None)
 
 
+def queue_decide(
+    checks: Sequence[Check], pipeline: redis.client.Pipeline, *, now: float | None = None
+) -> None:
+    """Queue a recording decide call on ``pipeline`` (one server, all ``checks`` in one
+    slot), at ``now`` (seconds) or the Redis clock. Redis runs queued calls in order, so
+    replaying a timeline through one pipeline decides exactly as calling :func:`evaluate`
+    for each request would; read each reply with :func:`verdict_from`."""
+    _run(checks, pipeline, record=True, now=now)
+
+
 class _BreakerOpen(Exception):
     """A server the request needs is skipped by its open circuit breaker."""
 

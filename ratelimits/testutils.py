@@ -95,11 +95,18 @@ class RedisServer(_StartedServers):
     """
 
     def __init__(
-        self, port: int | None = None, binary: str | None = None, *, extra: Sequence[str] = ()
+        self,
+        port: int | None = None,
+        binary: str | None = None,
+        *,
+        extra: Sequence[str] = (),
+        cpus: str | None = None,
     ) -> None:
         self.port = port or free_port()
         self.binary = binary or find_redis_server()
         self.extra = tuple(extra)
+        #: A ``taskset -c`` CPU list to pin the server to (benchmarks), or ``None``.
+        self.cpus = cpus
         self.process: subprocess.Popen[bytes] | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="ratelimits-redis-"))
 
@@ -111,7 +118,9 @@ class RedisServer(_StartedServers):
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
     def start(self, timeout: float = 10.0) -> RedisServer:
+        pinned = ["taskset", "-c", self.cpus] if self.cpus else []
         command = [
+            *pinned,
             self.binary,
             "--port",
             str(self.port),
