@@ -1,0 +1,34 @@
+"""The benchmark's URLs: one path per limiter, the limit in the path (see
+:mod:`bench.views`). Every path is one level deep with one converter, so URL resolution
+costs about the same for each."""
+
+from __future__ import annotations
+
+import functools
+
+from django.urls import path
+from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
+
+from bench import views
+
+urlpatterns = [
+    path("none/<int:limit>/", views.UnthrottledView.as_view()),
+    path("policy/<slug:scope>/", views.PolicyView.as_view()),
+    path(
+        "drf-anon/<int:limit>/",
+        views.PerLimit(functools.partial(views.drf_throttle_view, AnonRateThrottle)),
+    ),
+    path(
+        "drf-user/<int:limit>/",
+        views.PerLimit(functools.partial(views.drf_throttle_view, UserRateThrottle)),
+    ),
+    path("djrl/<int:limit>/", views.PerLimit(views.django_ratelimit_view)),
+    path(
+        "limits-moving/<int:limit>/", views.PerLimit(functools.partial(views.limits_view, "moving"))
+    ),
+    path(
+        "limits-counter/<int:limit>/",
+        views.PerLimit(functools.partial(views.limits_view, "counter")),
+    ),
+    path("smart/<int:limit>/", views.SmartView.as_view()),
+]
