@@ -8,9 +8,10 @@ Starts one throw-away redis-server and pins it and this process to CPUs (``split
 process on the first CPU, Redis on the second; ``same``: both on the first; unpinned
 when there are too few CPUs or no ``taskset``), sets Django up with :mod:`bench.settings`
 on a fresh SQLite file, then runs the modules of :data:`MODULES` in order. Each starts
-with an empty Redis, no policies and no per-process state. A module not written yet is
-skipped with a note; one that fails is reported (its traceback in the report) and makes
-the exit status 1, after the other modules ran and the report was written.
+with an empty Redis that no other connection holds, no policies and no per-process
+state. A module not written yet is skipped with a note; one that fails is reported (its
+traceback in the report) and makes the exit status 1, after the other modules ran and
+the report was written.
 
 ``--quick`` measures tiny counts once, to prove the code runs (the tests use it), and
 writes to a temporary directory unless ``--out`` says where.
@@ -77,13 +78,16 @@ def setup_django(server: RedisServer, workdir: Path) -> None:
 
 
 def fresh_state(ctx: Context) -> None:
-    """No policies, an empty Redis, no per-process state of the app."""
+    """No policies, an empty Redis with no other connection open (pools reconnect on
+    their next use), no per-process state of the app."""
     from ratelimits.models import Policy
     from ratelimits.testutils import reset_state
 
     Policy.objects.all().delete()
-    ctx.client().flushall()
     reset_state()
+    with ctx.client() as client:
+        client.flushall()
+        client.client_kill_filter(_type="normal", skipme=True)
 
 
 def run_module(name: str, ctx: Context) -> tuple[Section | None, bool]:

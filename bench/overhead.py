@@ -37,6 +37,8 @@ SLICES = 10
 #: The chart's cell.
 CHART_CELL = (100, 1)
 FIRST_ADDRESS = int(ipaddress.IPv4Address("10.0.0.0"))
+#: Client addresses each cell may use (its own range of 10.0.0.0/8).
+CELL_ADDRESSES = 1 << 20
 
 
 def algorithms() -> list[str]:
@@ -229,13 +231,16 @@ def measure_cell(
     clients: int,
     requests: int,
     warmup: int,
+    first_client: int = 0,
 ) -> Cell:
     """One cell: every contender warmed up, then ``ctx.runs`` runs of ``requests`` each.
 
     A run is :data:`SLICES` rounds in which every contender sends its share in turn, the
-    order rotating each round, so that drift within a run hits every contender alike."""
+    order rotating each round, so that drift within a run hits every contender alike.
+    Client addresses start at ``first_client`` (an offset from 10.0.0.0): each cell gets
+    its own, because a worker may remember a key's denial past a flush of Redis."""
     flush_counts(ctx)
-    pools = {c.label: Clients(clients, limit) for c in contenders_}
+    pools = {c.label: Clients(clients, limit, first_client) for c in contenders_}
     for contender in contenders_:
         client.send(client.environs(contender.url(limit), pools[contender.label].take(warmup)))
     gc.collect()
@@ -312,7 +317,10 @@ def run(ctx: Context) -> Section:
         note = round_trip_note(ctx)
         for limit in LIMITS:
             for clients in CLIENTS:
-                cells.append(measure_cell(ctx, client, lineup, limit, clients, requests, warmup))
+                first = len(cells) * CELL_ADDRESSES
+                cells.append(
+                    measure_cell(ctx, client, lineup, limit, clients, requests, warmup, first)
+                )
     finally:
         uninstall()
         flush_counts(ctx)
@@ -376,9 +384,9 @@ def describe(
             "UserRateThrottle counts anonymous requests by address, as here.",
             "- Every measured request is admitted: clients take turns and each sends at most "
             "`limit` requests; then fresh addresses take over (at limit 5 and one client, "
-            "a new key every 5 requests). With one client the keys are hot and, for the "
-            "logs, grow up to `limit` entries; with 1,000 clients each request touches "
-            "another client's keys.",
+            "a new key every 5 requests); no address is used in two cells. With one client "
+            "the keys are hot and, for the logs, grow up to `limit` entries; with 1,000 "
+            "clients each request touches another client's keys.",
             "- The baseline runs in every run; an overhead is (contender - baseline) per run, "
             "then the median. The order rotates each round. Redis: flushed between cells. "
             "The garbage collector is left on; what the warm-up allocated is frozen.",
