@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test lint format clean
+.PHONY: demo test bench lint format clean
 
 $(INSTALLED): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ demo: $(INSTALLED)
 
 test: $(INSTALLED)
 	$(PY) -m pytest
+
+# Benchmarks: writes bench/RESULTS.md and bench/results.png (about 10 minutes)
+bench: $(INSTALLED)
+	$(PY) -m bench
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
