@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,6 +35,12 @@ def markdown(ctx: Context, sections: Sequence[tuple[str, Section]]) -> str:
         "",
     ]
     lines += [f"- **{key}**: {value}" for key, value in machine_facts(ctx).items()]
+    if hasattr(os, "getloadavg"):
+        load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+        lines.append(
+            f"- **Load average** (1, 5, 15 min) as the report was written: {load} "
+            "(anything above the benchmark's own load is other work sharing the CPUs)"
+        )
     targets = [(section.title, t) for _, section in sections for t in section.targets]
     lines += ["", "## Targets", ""]
     if targets:
