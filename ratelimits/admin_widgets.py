@@ -33,7 +33,7 @@ def memory_estimate(algorithm: str, limit: int | None) -> SafeString:
     """The estimate as HTML; ``policy_form.js`` recomputes it as the form changes."""
     points = json.dumps(
         {
-            "log": memory.SLIDING_LOG_POINTS,
+            "logs": memory.LOG_POINTS,
             "counter": memory.COUNTER_BYTES,
             "large": memory.LARGE_BYTES,
         }
@@ -56,11 +56,24 @@ def memory_text(algorithm: str, limit: int | None) -> SafeString:
         limit,
     )
     if memory.is_large(algorithm, limit):
-        counter = memory.human(memory.COUNTER_BYTES)
         text = format_html(
-            '{}<p class="errornote ratelimits-memory-warning">A log this long is large: '
-            "consider sliding_counter (about {} at any limit, approximate).</p>",
+            '{}<p class="errornote ratelimits-memory-warning">{}</p>',
             text,
-            counter,
+            large_log_advice(algorithm, limit),
         )
     return text
+
+
+def large_log_advice(algorithm: str, limit: int) -> str:
+    """What to use instead of a log that large (``policy_form.js`` says the same)."""
+    counter = memory.human(memory.COUNTER_BYTES)
+    compact = memory.bytes_per_client("compact_log", limit)
+    if algorithm == "sliding_log" and not memory.is_large("compact_log", limit):
+        return (
+            f"A log this long is large: consider compact_log (exact too, about "
+            f"{memory.human(compact)}) or sliding_counter (about {counter}, approximate)."
+        )
+    return (
+        f"A log this long is large: consider sliding_counter (about {counter} at any "
+        f"limit, approximate)."
+    )

@@ -7,6 +7,7 @@ answer describe the same instant.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -31,7 +32,7 @@ class Window:
 class KeyDetail:
     """The state of one key at ``now_us`` (Redis ``TIME``).
 
-    ``entries`` (sliding_log) are admission times in microseconds, oldest first;
+    ``entries`` (sliding_log, compact_log) are admission times in microseconds, oldest first;
     ``windows`` (sliding_counter, fixed_window) the stored windows. ``decision`` is what
     the policy would answer for one more request now.
     """
@@ -61,6 +62,8 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
     pipe.memory_usage(name.key)
     if name.algorithm == "sliding_log":
         pipe.zrange(name.key, 0, -1, withscores=True)
+    elif name.algorithm == "compact_log":
+        pipe.get(name.key)
     else:
         pipe.hgetall(name.key)
     if check is not None:
@@ -83,11 +86,30 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
     )
     if name.algorithm == "sliding_log":
         detail.entries.extend(int(score) for _, score in replies[4])
+    elif name.algorithm == "compact_log":
+        detail.entries.extend(ring_entries(replies[4]))
     elif replies[4]:
         detail.raw.update((k.decode(), v.decode()) for k, v in replies[4].items())
         if check is not None:  # windows only mean something under the policy's settings
             detail.windows.extend(_windows(name.algorithm, replies[4], detail.policy, now_us))
     return detail
+
+
+def is_log(algorithm: str) -> bool:
+    """True for the algorithms that keep one entry per admission."""
+    return algorithm in ("sliding_log", "compact_log")
+
+
+def ring_entries(blob: bytes | None) -> list[int]:
+    """A compact_log ring's admission times, oldest first (see ``lua/compact_log.lua``:
+    a 4-byte head, then big-endian doubles). Empty for a missing or malformed value."""
+    if not blob or len(blob) < 12 or (len(blob) - 4) % 8:
+        return []
+    (head,) = struct.unpack_from(">I", blob)
+    size = (len(blob) - 4) // 8
+    times = [int(t) for (t,) in struct.iter_unpack(">d", blob[4:])]
+    head %= size
+    return times[head:] + times[:head]
 
 
 def iso(time_us: int) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 ALGORITHM_SUFFIX = {
     "sliding_log": "log",
+    "compact_log": "ring",
     "sliding_counter": "counter",
     "fixed_window": "fixed",
 }

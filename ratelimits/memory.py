@@ -4,7 +4,8 @@ Measured with ``MEMORY USAGE key SAMPLES 0`` on Redis 7.0 with default settings,
 keys of this app's layout (``rl:{ip:203.0.113.7}:<policy>:<suffix>``) holding a client
 at its limit. A ``sliding_log`` keeps one sorted-set entry per admission in the window:
 up to 128 entries Redis packs them in a listpack (about 35 B each); from 129 it switches
-to a skiplist and a hash table (about 120 B each). The two counters keep a small hash
+to a skiplist and a hash table (about 120 B each). A ``compact_log`` keeps 8 bytes per
+admission in one string (about 8.3 KB at limit 1000). The two counters keep a small hash
 whatever the limit.
 """
 
@@ -27,6 +28,22 @@ SLIDING_LOG_POINTS: tuple[tuple[int, int], ...] = (
     (5000, 646480),
     (10000, 1290928),
 )
+#: (entries, bytes) for a compact_log key, as measured.
+COMPACT_LOG_POINTS: tuple[tuple[int, int], ...] = (
+    (1, 88),
+    (5, 120),
+    (10, 168),
+    (50, 520),
+    (100, 968),
+    (200, 1864),
+    (500, 4168),
+    (1000, 8264),
+    (2000, 16456),
+    (5000, 41032),
+    (10000, 81992),
+)
+#: The measured points of the algorithms whose size grows with the limit.
+LOG_POINTS = {"sliding_log": SLIDING_LOG_POINTS, "compact_log": COMPACT_LOG_POINTS}
 #: A sliding_counter or fixed_window key: one small hash at any limit.
 COUNTER_BYTES = 104
 
@@ -36,23 +53,24 @@ LARGE_BYTES = 16 * 1024
 
 def bytes_per_client(algorithm: str, limit: int) -> int:
     """Estimated bytes of Redis memory for one client at ``limit`` under ``algorithm``."""
-    if algorithm != "sliding_log":
+    points = LOG_POINTS.get(algorithm)
+    if points is None:
         return COUNTER_BYTES
     limit = max(1, int(limit))
-    counts = [entries for entries, _ in SLIDING_LOG_POINTS]
+    counts = [entries for entries, _ in points]
     index = bisect.bisect_left(counts, limit)
     if index < len(counts) and counts[index] == limit:
-        return SLIDING_LOG_POINTS[index][1]
+        return points[index][1]
     if index == 0:
-        return SLIDING_LOG_POINTS[0][1]
+        return points[0][1]
     if index == len(counts):  # past the last measurement: its slope goes on
         index = len(counts) - 1
-    (x0, y0), (x1, y1) = SLIDING_LOG_POINTS[index - 1], SLIDING_LOG_POINTS[index]
+    (x0, y0), (x1, y1) = points[index - 1], points[index]
     return round(y0 + (y1 - y0) * (limit - x0) / (x1 - x0))
 
 
 def is_large(algorithm: str, limit: int) -> bool:
-    """True when a log at this limit costs enough that ``sliding_counter`` is worth it."""
+    """True when a log at this limit costs enough that a smaller algorithm is worth it."""
     return bytes_per_client(algorithm, limit) > LARGE_BYTES
 
 

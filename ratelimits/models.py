@@ -16,6 +16,7 @@ from ratelimits.signals import schedule_policy_change
 
 class Algorithm(models.TextChoices):
     SLIDING_LOG = "sliding_log", "Sliding window log (exact)"
+    COMPACT_LOG = "compact_log", "Compact sliding window log (exact, 8 B per request)"
     SLIDING_COUNTER = "sliding_counter", "Sliding window counter (approximate, small)"
     FIXED_WINDOW = "fixed_window", "Fixed window"
 

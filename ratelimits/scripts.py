@@ -15,6 +15,7 @@ from pathlib import Path
 DECIDE_PARTS = (
     "prelude.lua",
     "sliding_log.lua",
+    "compact_log.lua",
     "sliding_counter.lua",
     "fixed_window.lua",
     "decide.lua",

@@ -268,6 +268,8 @@ def test_live_usage_says_so_when_redis_is_down(admin_client, redis_server):
     [
         ("sliding_log", 100, "3.7 KB", False),
         ("sliding_log", 1000, "118.2 KB", True),
+        ("compact_log", 1000, "8.3 KB", False),
+        ("compact_log", 5000, "41.0 KB", True),
         ("sliding_counter", 1000, "104 B", False),
         ("fixed_window", 5, "104 B", False),
     ],
@@ -276,13 +278,19 @@ def test_change_form_shows_memory_per_client(admin_client, algorithm, limit, siz
     policy = make(algorithm=algorithm, limit=limit)
     html = admin_client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
     assert f"About <strong>{size}</strong> of Redis memory per active client" in html
-    assert ("consider sliding_counter" in html) is warns
+    assert ("sliding_counter (about 104 B" in html) is warns
+    # A large sliding_log is pointed at the exact compact_log first.
+    assert ("consider compact_log (exact too, about 8.3 KB)" in html) is (
+        algorithm == "sliding_log" and warns
+    )
     assert "ratelimits/policy_form.js" in html
 
 
 def test_memory_estimate_follows_the_measured_points():
     assert memory.bytes_per_client("sliding_log", 100) == 3656
     assert memory.bytes_per_client("sliding_log", 1000) == 118240
+    assert memory.bytes_per_client("compact_log", 1000) == 8264
+    assert memory.bytes_per_client("compact_log", 150) == 1416  # between 100 and 200
     assert 4168 < memory.bytes_per_client("sliding_log", 129) <= 18008
     assert memory.bytes_per_client("sliding_log", 20000) > memory.bytes_per_client(
         "sliding_log", 10000

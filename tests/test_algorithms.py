@@ -1,4 +1,4 @@
-"""The three algorithms on exact timelines (explicit ``now``), against the real script."""
+"""The algorithms on exact timelines (explicit ``now``), against the real script."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.helpers import IDENTITY, hit, hit_all, policy
 
 pytestmark = pytest.mark.usefixtures("backend")
 
-ALGORITHMS = ["sliding_log", "sliding_counter", "fixed_window"]
+ALGORITHMS = ["sliding_log", "compact_log", "sliding_counter", "fixed_window"]
 
 
 def test_seed_sliding_log_worked_example(redis_client):
@@ -62,7 +62,9 @@ def test_fixed_window_resets_at_the_clock_boundary():
     assert hit(p, 110).allowed
 
 
-@pytest.mark.parametrize(("algorithm", "admitted"), [("fixed_window", 10), ("sliding_log", 5)])
+@pytest.mark.parametrize(
+    ("algorithm", "admitted"), [("fixed_window", 10), ("sliding_log", 5), ("compact_log", 5)]
+)
 def test_boundary_burst(algorithm, admitted):
     """5 requests just before a boundary and 5 just after: the fixed window takes 2 x limit."""
     p = policy(algorithm, limit=5, window=60)
@@ -93,7 +95,12 @@ def test_denied_requests_store_nothing(algorithm, redis_client):
 
 @pytest.mark.parametrize(
     ("algorithm", "max_ttl_ms"),
-    [("sliding_log", 60_000), ("sliding_counter", 120_000), ("fixed_window", 60_000)],
+    [
+        ("sliding_log", 60_000),
+        ("compact_log", 60_000),
+        ("sliding_counter", 120_000),
+        ("fixed_window", 60_000),
+    ],
 )
 def test_every_key_has_a_ttl(algorithm, max_ttl_ms, redis_client):
     p = policy(algorithm, limit=3, window=60)
@@ -114,10 +121,11 @@ def test_a_lowered_limit_applies_to_the_counts_already_made(algorithm):
     assert hit(raised, 1007).remaining == 20 - 5 - 1  # the denied request was not counted
 
 
-def test_sliding_log_lowered_limit_waits_for_enough_entries_to_leave():
+@pytest.mark.parametrize("algorithm", ["sliding_log", "compact_log"])
+def test_log_lowered_limit_waits_for_enough_entries_to_leave(algorithm):
     for t in (1000, 1001, 1002, 1003, 1004):
-        hit(policy("sliding_log", limit=10, window=60), t)
-    lowered = policy("sliding_log", limit=3, window=60)
+        hit(policy(algorithm, limit=10, window=60), t)
+    lowered = policy(algorithm, limit=3, window=60)
     # 5 counted, 3 allowed: the 3rd oldest (1002) must leave, at 1062.
     assert hit(lowered, 1010).retry_after == pytest.approx(52)
 

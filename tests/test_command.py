@@ -29,7 +29,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import RequestFactory, override_settings
 
-from ratelimits import connection, identity, inventory, limiter
+from ratelimits import connection, identity, inspection, inventory, limiter
 from ratelimits.cli import output
 from ratelimits.decision import Decision
 from ratelimits.keys import build_key
@@ -739,16 +739,20 @@ def test_keys_scan_of_100k_keys(redis_client, monkeypatch):
 # ---------------------------------------------------------------------------- inspect
 
 
-def test_inspect_sliding_log_lists_every_entry(redis_client):
-    login = add_policy("login", "api:login", limit=5, window=60)
+@pytest.mark.parametrize("algorithm", ["sliding_log", "compact_log"])
+def test_inspect_a_log_lists_every_entry(redis_client, algorithm):
+    login = add_policy("login", "api:login", algorithm=algorithm, limit=5, window=60)
     now_us = redis_now_us(redis_client)
     base = now_us // 1000 * 1000 + 500  # mid-millisecond: shown exactly to the ms
     times = [base - 90_000_000, base - 50_000_000, base - 40_000_000]
     for at in times:
         hit(login, V4, now=at / 1_000_000)
     key = login.key_for(V4)
-    scores = [int(s) for _, s in redis_client.zrange(key, 0, -1, withscores=True)]
-    assert scores == times
+    if algorithm == "sliding_log":
+        stored = [int(s) for _, s in redis_client.zrange(key, 0, -1, withscores=True)]
+    else:
+        stored = inspection.ring_entries(redis_client.get(key))
+    assert stored == times
 
     record = run_json("inspect", key)
     assert [e["time"] for e in record["entries"]] == [iso(t) for t in times]
@@ -757,11 +761,7 @@ def test_inspect_sliding_log_lists_every_entry(redis_client):
     assert 0 <= late < 5
     assert ages == pytest.approx([90 + late, 50 + late, 40 + late], abs=1e-6)
     assert record["key"] == key and record["exists"] is True
-    assert (record["policy"], record["algorithm"], record["identity"]) == (
-        "login",
-        "sliding_log",
-        V4,
-    )
+    assert (record["policy"], record["algorithm"], record["identity"]) == ("login", algorithm, V4)
     # The 90 s old entry has left the 60 s window.
     assert (record["count"], record["limit"], record["remaining"]) == (2, 5, 3)
     assert record["allowed"] is True and record["retry_after"] == 0
@@ -771,7 +771,7 @@ def test_inspect_sliding_log_lists_every_entry(redis_client):
     text = run("inspect", key)
     lines = text.splitlines()
     assert lines[0] == f"key        {key}"
-    assert "policy     login: sliding_log, 5 per 60 s, enforce" in lines
+    assert f"policy     login: {algorithm}, 5 per 60 s, enforce" in lines
     assert "identity   ip:203.0.113.7, ip" in lines
     assert re.search(
         r"^now        \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(Redis TIME\)$", text, re.M

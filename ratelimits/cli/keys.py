@@ -111,7 +111,7 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
             write(f"next       allowed; {decision.available} left now")
         else:
             write(f"next       denied; retry in {output.seconds(decision.retry_after)}")
-    if name.algorithm == "sliding_log":
+    if inspection.is_log(name.algorithm):
         _write_entries(command, detail)
     elif detail.windows:
         rows = [
@@ -222,7 +222,7 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
         "allowed": decision.allowed if decision else None,
         "retry_after": decision.retry_after if decision else None,
     }
-    if d.name.algorithm == "sliding_log":
+    if inspection.is_log(d.name.algorithm):
         record["entries"] = [
             {"time": inspection.iso(at), "age": (d.now_us - at) / 1_000_000} for at in d.entries
         ]

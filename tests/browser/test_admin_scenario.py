@@ -182,8 +182,11 @@ def test_operator_scenario_policy_limit_dashboard_reset_and_memory_estimate(
     set_field(page, "id_limit", "1000")
     expect(memory).to_contain_text("About 118.2 KB of Redis memory per active client")
     expect(memory.locator(".ratelimits-memory-warning")).to_contain_text(
-        re.compile(r"consider sliding_counter \(about 104 B at any limit")
+        re.compile(r"consider compact_log \(exact too, about 8.3 KB\) or sliding_counter")
     )
+    set_field(page, "id_algorithm", "compact_log")
+    expect(memory).to_contain_text("About 8.3 KB")
+    expect(memory.locator(".ratelimits-memory-warning")).to_have_count(0)
     set_field(page, "id_algorithm", "sliding_counter")
     expect(memory).to_contain_text("About 104 B")
     expect(memory.locator(".ratelimits-memory-warning")).to_have_count(0)

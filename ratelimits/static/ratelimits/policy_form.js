@@ -10,8 +10,8 @@
   }
 
   function bytesPerClient(points, algorithm, limit) {
-    if (algorithm !== "sliding_log") return points.counter;
-    var log = points.log;
+    var log = points.logs[algorithm];
+    if (!log) return points.counter;
     if (limit <= log[0][0]) return log[0][1];
     for (var i = 1; i < log.length; i++) {
       if (limit <= log[i][0] || i === log.length - 1) {
@@ -43,8 +43,15 @@
     if (size > points.large) {
       var warning = document.createElement("p");
       warning.className = "errornote ratelimits-memory-warning";
-      warning.textContent = "A log this long is large: consider sliding_counter (about " +
-        human(points.counter) + " at any limit, approximate).";
+      var compact = bytesPerClient(points, "compact_log", limit);
+      if (algorithm.value === "sliding_log" && compact <= points.large) {
+        warning.textContent = "A log this long is large: consider compact_log (exact too, " +
+          "about " + human(compact) + ") or sliding_counter (about " + human(points.counter) +
+          ", approximate).";
+      } else {
+        warning.textContent = "A log this long is large: consider sliding_counter (about " +
+          human(points.counter) + " at any limit, approximate).";
+      }
       box.append(warning);
     }
   }

@@ -1,0 +1,121 @@
+-- compact_log: the exact sliding window log, in a fixed-width ring in one string.
+--
+-- KEYS  the policy's key (one KEYS[i] of decide.lua): a string of
+--         4 bytes     head, big-endian: the slot of the oldest entry
+--         8 bytes x S the ring: admission times in microseconds (big-endian doubles,
+--                     exact below 2^53), oldest at head, newest just before it
+--       S is at most the limit: a client costs 8 bytes per admission in the window,
+--       about 8 KB at limit 1000 (a sorted set costs about 118 KB there).
+-- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds;
+--       plus now_us from ARGV[1] (or Redis TIME).
+--
+-- It decides exactly as sliding_log does: a request is admitted when fewer than limit
+-- admissions lie in (now - window, now], and the ring always holds every admission in
+-- that interval. Entries are in time order (a clock that steps back is stored as the
+-- newest time seen), so the first entry inside the window is found by binary search.
+-- record() overwrites the oldest slot in place when the ring is full (it has left the
+-- window, since the request was admitted), and otherwise rewrites the string with the
+-- entries still in the window plus the new one: the ring grows with use up to the
+-- limit, and a changed limit resizes it on the next admission. Only admitted requests
+-- are stored, and the key expires a window after the newest admission.
+
+local RING_HEADER = 4
+local RING_SLOT = 8
+
+local function ring_read(key)
+  local blob = redis.call('GET', key)
+  if not blob then
+    return nil, 0, 0
+  end
+  local size = (#blob - RING_HEADER) / RING_SLOT
+  if size < 1 or size ~= math.floor(size) then
+    error('ratelimits: ' .. key .. ' does not hold a compact_log ring')
+  end
+  return blob, size, struct.unpack('>I4', blob, 1)
+end
+
+-- Entry k of the ring, oldest first (k = 0 .. size - 1).
+local function ring_entry(blob, size, head, k)
+  return struct.unpack('>d', blob, RING_HEADER + 1 + RING_SLOT * ((head + k) % size))
+end
+
+-- The first k whose entry is after `after` (size when none is).
+local function ring_first_after(blob, size, head, after)
+  local low, high = 0, size
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    if ring_entry(blob, size, head, middle) > after then
+      high = middle
+    else
+      low = middle + 1
+    end
+  end
+  return low
+end
+
+-- The bytes of entries first .. size - 1, oldest first (at most two slices of the blob).
+local function ring_slice(blob, size, head, first)
+  local count = size - first
+  if count == 0 then
+    return ''
+  end
+  local start = (head + first) % size
+  local function bytes(from, to) -- slots from .. to - 1
+    return string.sub(blob, RING_HEADER + 1 + RING_SLOT * from, RING_HEADER + RING_SLOT * to)
+  end
+  if start + count <= size then
+    return bytes(start, start + count)
+  end
+  return bytes(start, size) .. bytes(0, start + count - size)
+end
+
+ALGORITHMS.compact_log = {
+  check = function(key, limit, window_us, now_us)
+    local blob, size, head = ring_read(key)
+    local first = 0
+    if blob then
+      first = ring_first_after(blob, size, head, now_us - window_us)
+    end
+    local count = size - first
+    local result = {count = count, blob = blob, size = size, head = head, first = first}
+    if count < limit then
+      result.allowed = true
+      result.remaining = limit - count - 1
+      result.retry_us = 0
+      if count > 0 then
+        result.reset_us = ring_entry(blob, size, head, first) + window_us - now_us
+      else
+        result.reset_us = window_us
+      end
+      -- With this request the log is full until its oldest entry leaves.
+      result.full_us = result.remaining == 0 and result.reset_us or 0
+    else
+      -- The request fits once the (count - limit + 1)th oldest entry has left.
+      result.allowed = false
+      result.remaining = 0
+      result.retry_us = ring_entry(blob, size, head, first + count - limit) + window_us - now_us
+      result.reset_us = result.retry_us
+    end
+    return result
+  end,
+
+  record = function(key, limit, window_us, now_us, state)
+    local blob, size, head = state.blob, state.size, state.head
+    local at = now_us
+    if size > 0 then
+      at = math.max(now_us, ring_entry(blob, size, head, size - 1))
+    end
+    if size == limit then
+      -- Full: the oldest entry is outside the window (the request was admitted).
+      redis.call('SETRANGE', key, RING_HEADER + RING_SLOT * head, struct.pack('>d', at))
+      redis.call('SETRANGE', key, 0, struct.pack('>I4', (head + 1) % size))
+    else
+      local kept = ''
+      if blob then
+        kept = ring_slice(blob, size, head, state.first)
+      end
+      redis.call('SET', key, struct.pack('>I4', 0) .. kept .. struct.pack('>d', at))
+    end
+    redis.call('PEXPIRE', key, ceil_div(window_us, 1000))
+  end,
+}

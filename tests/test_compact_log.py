@@ -1,0 +1,127 @@
+"""compact_log: the exact log in a ring. It must decide exactly as sliding_log does, in
+at most 8 bytes per admission in the window."""
+
+from __future__ import annotations
+
+import logging
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ratelimits import connection, limiter
+from ratelimits.decision import Decision
+from ratelimits.testutils import reset_state
+from tests.helpers import IDENTITY, hit, policy
+
+pytestmark = pytest.mark.usefixtures("backend")
+
+
+def ring_times(redis_client, key: str) -> list[int]:
+    """The ring's entries, oldest first (as the Lua code lays them out)."""
+    blob = redis_client.get(key)
+    (head,) = struct.unpack(">I", blob[:4])
+    slots = [
+        struct.unpack(">d", blob[4 + 8 * i : 12 + 8 * i])[0] for i in range((len(blob) - 4) // 8)
+    ]
+    return [int(t) for t in slots[head:] + slots[:head]]
+
+
+def same(a: Decision, b: Decision) -> bool:
+    return (a.allowed, a.count, a.remaining, a.retry_after, a.reset) == (
+        b.allowed,
+        b.count,
+        b.remaining,
+        b.retry_after,
+        b.reset,
+    )
+
+
+# A request: (seconds since the previous one, the limit in force).
+steps = st.lists(
+    st.tuples(
+        st.one_of(st.just(0.0), st.floats(0.0, 3.0), st.floats(5.0, 25.0)),
+        st.sampled_from([1, 2, 3, 5, 8]),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(trace=steps)
+def test_decides_exactly_as_sliding_log(trace, redis_client):
+    """Every field of every decision matches, through bursts, idle gaps, equal timestamps
+    and limit changes (lowered, raised, lowered then raised again)."""
+    redis_client.flushall()
+    reset_state()
+    now = 10_000.0
+    for gap, limit in trace:
+        now = round(now + gap, 6)
+        exact = hit(policy("sliding_log", limit=limit, window=10), now)
+        ring = hit(policy("compact_log", limit=limit, window=10), now)
+        assert same(ring, exact), (now, limit, exact, ring)
+
+
+def test_a_full_ring_at_limit_1000_is_under_10_kb(redis_client):
+    p = policy("compact_log", limit=1000, window=3600)
+    key = p.key_for(IDENTITY)
+    # The key's node (on a cluster, pipelines of scripts go to one node).
+    pipe = connection.node_client(redis_client, key).pipeline(transaction=False)
+    for i in range(1000):
+        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5000 + i * 0.001)
+    assert all(reply[0] == 1 for reply in pipe.execute())
+    assert not hit(p, 5001.5).allowed
+    assert redis_client.strlen(key) == 4 + 8 * 1000
+    assert redis_client.memory_usage(key, samples=0) <= 10 * 1024
+    log = policy("sliding_log", limit=1000, window=3600)
+    for i in range(1000):
+        limiter.queue_decide([limiter.Check(log, IDENTITY)], pipe, now=5000 + i * 0.001)
+    pipe.execute()
+    assert redis_client.memory_usage(log.key_for(IDENTITY), samples=0) > 10 * 8 * 1024
+
+
+def test_the_ring_holds_only_the_window_until_it_is_full(redis_client):
+    p = policy("compact_log", limit=1000, window=10)
+    key = p.key_for(IDENTITY)
+    for t in (100, 101, 102):
+        assert hit(p, t).allowed
+    assert redis_client.strlen(key) == 4 + 8 * 3
+    assert hit(p, 111.5).allowed  # 100 and 101 have left the window: dropped
+    assert ring_times(redis_client, key) == [102_000_000, 111_500_000]
+
+
+def test_a_full_ring_overwrites_its_oldest_slot_in_place(redis_client):
+    p = policy("compact_log", limit=3, window=10)
+    key = p.key_for(IDENTITY)
+    for t in (100, 101, 102):
+        assert hit(p, t).allowed
+    denied = hit(p, 105)
+    assert not denied.allowed and denied.retry_after == pytest.approx(5)
+    assert hit(p, 110).allowed
+    assert hit(p, 111).allowed
+    assert ring_times(redis_client, key) == [102_000_000, 110_000_000, 111_000_000]
+    assert redis_client.strlen(key) == 4 + 8 * 3
+
+
+def test_a_clock_that_steps_back_keeps_the_ring_in_order(redis_client):
+    p = policy("compact_log", limit=3, window=10)
+    key = p.key_for(IDENTITY)
+    assert hit(p, 100).allowed
+    assert hit(p, 99).allowed  # stored as the newest time seen, 100
+    assert ring_times(redis_client, key) == [100_000_000, 100_000_000]
+    assert hit(p, 100.5).allowed
+    assert not hit(p, 109.9).allowed
+    assert hit(p, 110).allowed
+
+
+def test_a_foreign_value_fails_by_the_policy_not_with_a_500(redis_client, caplog):
+    p = policy("compact_log", limit=3, window=10, fail_open=False)
+    redis_client.set(p.key_for(IDENTITY), b"not a ring")
+    with caplog.at_level(logging.ERROR, logger="ratelimits"):
+        verdict = limiter.decide([limiter.Check(p, IDENTITY)])
+    assert verdict.decisions[0].failed and not verdict.allowed
+    assert "does not hold a compact_log ring" in caplog.text
