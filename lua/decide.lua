@@ -4,7 +4,7 @@
 -- ARGV[1]  now in microseconds, or "" to use the Redis server's clock (TIME)
 -- ARGV[2]  "1" to record an admitted request, "0" to only look (nothing is written)
 -- ARGV[3 + 4 * (i - 1) .. 6 + 4 * (i - 1)], for each policy i:
---          algorithm   sliding_log | sliding_counter | fixed_window
+--          algorithm   sliding_log | compact_log | sliding_counter | fixed_window
 --          limit       requests per window, integer >= 1
 --          window_ms   window length in milliseconds
 --          enforce     "1" for an enforcing policy, "0" for a shadow one
@@ -15,7 +15,11 @@
 -- from the others.
 --
 -- Returns {admitted, now_us, then for each policy i:
---          allowed (1/0), count x 1000, remaining, retry_ms, reset_ms}
+--          allowed (1/0), count x 1000, remaining, retry_ms, reset_ms, blocked_us}
+-- blocked_us is how long, from now, the key denies every request whatever happens
+-- elsewhere (only admissions consume, only time frees): a denied policy's retry time, or
+-- for a policy that recorded this request with its last unit of quota, the time until the
+-- next one fits; else 0. Workers answer such requests themselves until then.
 
 local now_us
 if ARGV[1] ~= '' then
@@ -55,5 +59,12 @@ for i = 1, #KEYS do
   reply[#reply + 1] = r.remaining
   reply[#reply + 1] = ceil_div(r.retry_us, 1000)
   reply[#reply + 1] = ceil_div(r.reset_us, 1000)
+  if not r.allowed then
+    reply[#reply + 1] = math.floor(r.retry_us)
+  elseif admitted and record then
+    reply[#reply + 1] = math.floor(r.full_us)
+  else
+    reply[#reply + 1] = 0
+  end
 end
 return reply

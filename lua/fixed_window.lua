@@ -27,6 +27,8 @@ ALGORITHMS.fixed_window = {
       result.allowed = true
       result.remaining = limit - count - 1
       result.retry_us = 0
+      -- With this request the window is full until it ends.
+      result.full_us = result.remaining == 0 and reset_us or 0
     else
       result.allowed = false
       result.remaining = 0

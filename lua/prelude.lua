@@ -1,7 +1,8 @@
 -- prelude: shared helpers for the decide script.
 --
 -- The script that Redis runs is assembled at load time (ratelimits/scripts.py) as
---   prelude.lua + sliding_log.lua + sliding_counter.lua + fixed_window.lua + decide.lua
+--   prelude.lua + sliding_log.lua + compact_log.lua + sliding_counter.lua
+--   + fixed_window.lua + decide.lua
 -- and registered once; every request calls it by SHA (EVALSHA).
 --
 -- Each algorithm file adds an entry to ALGORITHMS with two functions:
@@ -12,6 +13,8 @@
 --         remaining  requests still allowed after this one (0 when denied)
 --         retry_us   microseconds until a denied request would be allowed (0 when allowed)
 --         reset_us   microseconds until one more unit of quota frees up
+--         full_us    when allowed: microseconds until a request after this one would be
+--                    allowed, if this one is recorded (0 while quota remains)
 --       plus any state that record needs.
 --   record(key, limit, window_us, now_us, state)
 --       stores one admitted request; called only when no enforcing policy denied.

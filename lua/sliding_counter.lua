@@ -52,6 +52,11 @@ ALGORITHMS.sliding_counter = {
       result.remaining = math.max(0, math.floor(limit - estimate - 1 + 1e-9))
       result.retry_us = 0
       result.reset_us = counter_wait(previous, current + 1, elapsed, window_us, estimate)
+      -- With this request counted, the next one waits for the estimate to fall to limit - 1.
+      result.full_us = 0
+      if result.remaining == 0 then
+        result.full_us = counter_wait(previous, current + 1, elapsed, window_us, limit - 1)
+      end
     else
       result.allowed = false
       result.remaining = 0

@@ -25,6 +25,8 @@ ALGORITHMS.sliding_log = {
       else
         result.reset_us = window_us
       end
+      -- With this request the log is full until its oldest entry leaves.
+      result.full_us = result.remaining == 0 and result.reset_us or 0
     else
       -- The request fits once the (count - limit + 1)th oldest entry has left.
       local entry = redis.call(

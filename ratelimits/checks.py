@@ -54,7 +54,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     for name in _POSITIVE_NUMBERS:
         if not _is_number(value[name]) or value[name] <= 0:
             problems.append(f"{name} must be a number greater than 0")
-    for name in ("NUM_PROXIES", "FAIL_CLOSED_RETRY_AFTER"):
+    for name in ("NUM_PROXIES", "FAIL_CLOSED_RETRY_AFTER", "LOCAL_DENIALS"):
         if not _is_integer(value[name]) or value[name] < 0:
             problems.append(f"{name} must be an integer >= 0")
     if not _is_integer(value["BREAKER_THRESHOLD"]) or value["BREAKER_THRESHOLD"] < 1:

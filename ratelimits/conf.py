@@ -40,6 +40,8 @@ DEFAULTS: dict[str, Any] = {
     "FAIL_CLOSED_RETRY_AFTER": 1,
     # Seconds between a worker's sends of its per-minute request counts (admin dashboard).
     "METRICS_FLUSH_INTERVAL": 5.0,
+    # Over-limit keys a worker remembers, to deny their floods without Redis (0: off).
+    "LOCAL_DENIALS": 10_000,
 }
 
 

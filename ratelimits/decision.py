@@ -14,7 +14,8 @@ class Decision:
     would be allowed right after this one. ``retry_after`` is the seconds until a denied
     request would be allowed (0 when allowed) and ``reset`` the seconds until one more
     unit of quota frees up. ``failed`` is true when Redis could not answer and
-    ``allowed`` comes from the policy's ``fail_open``.
+    ``allowed`` comes from the policy's ``fail_open``. ``cached`` is true for a denial the
+    worker answered itself, from an earlier answer of Redis (see :mod:`ratelimits.denials`).
     """
 
     policy: str
@@ -28,6 +29,7 @@ class Decision:
     retry_after: float
     reset: float
     failed: bool = False
+    cached: bool = False
 
     @property
     def available(self) -> int:

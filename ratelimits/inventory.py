@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from ratelimits import connection, keys, limiter
+from ratelimits import connection, keys, limiter, policy_table
 from ratelimits.conf import app_settings
 from ratelimits.connection import Client
 from ratelimits.decision import Decision
@@ -122,7 +122,11 @@ def usage(
 
 
 def delete(client: Client, names: Iterable[keys.KeyName]) -> int:
-    """Delete the keys (``UNLINK``, in batches); returns how many existed."""
+    """Delete the keys (``UNLINK``, in batches); returns how many existed.
+
+    Workers are told, through the policy table's version stamp, to forget the denials
+    they remember (:mod:`ratelimits.denials`), so the clients reset are let in again
+    within ``POLICY_REFRESH_INTERVAL``."""
     deleted = 0
     batch: list[str] = []
     for name in names:
@@ -132,6 +136,8 @@ def delete(client: Client, names: Iterable[keys.KeyName]) -> int:
             batch = []
     if batch:
         deleted += _unlink(client, batch)
+    if deleted:
+        policy_table.mark_changed()
     return deleted
 
 

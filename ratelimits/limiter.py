@@ -5,12 +5,15 @@ matches a request, by SHA (on a Redis Cluster, once per hash slot the request's 
 use); redis-py reloads the script on ``NOSCRIPT`` (after a ``SCRIPT FLUSH`` or a Redis
 restart) and retries, so that recovers without an error.
 When Redis cannot answer, or the circuit breaker is open, every policy answers with its
-fail mode instead. Nothing here knows about DRF, the admin or HTTP.
+fail mode instead. A key that Redis said is over its limit until a known time is denied
+in the worker until then, without a round trip (see :mod:`ratelimits.denials`). Nothing
+here knows about DRF, the admin or HTTP.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +22,7 @@ import redis
 from redis.commands.core import Script
 
 from ratelimits import breaker as breakers
-from ratelimits import connection, metrics, scripts, stats
+from ratelimits import connection, denials, metrics, scripts, stats
 from ratelimits.conf import app_settings
 from ratelimits.connection import Client
 from ratelimits.decision import Decision, Verdict
@@ -28,7 +31,7 @@ from ratelimits.policy_table import CompiledPolicy
 
 logger = logging.getLogger("ratelimits")
 
-REPLY_FIELDS = 5  # allowed, count x 1000, remaining, retry_ms, reset_ms
+REPLY_FIELDS = 6  # allowed, count x 1000, remaining, retry_ms, reset_ms, blocked_us
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +61,19 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     """Decide one request against ``checks``, all or nothing.
 
     ``record=False`` only looks: nothing is written. ``now`` (seconds since the epoch)
-    replaces the Redis clock, for replaying exact timelines in tests.
+    replaces the Redis clock, for replaying exact timelines in tests; only requests on
+    the Redis clock use and feed the worker's remembered denials.
     """
     if not checks:
         return Verdict()
+    local = record and now is None
+    if local:
+        sent_at = time.monotonic()
+        denied = denials.lookup(checks, sent_at)
+        if denied is not None:
+            _report(denied)
+            return denied
+        seen = denials.generation()
     try:
         client = connection.get_client()
         reply = _run_all(checks, client, record=record, now=now, guarded=True)
@@ -80,6 +92,11 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
         breakers.breaker.failure(e)
         return _fail_verdict(checks)
     _, verdict = verdict_from(checks, reply)
+    if local:
+        for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
+            blocked_us = reply[2 + REPLY_FIELDS * index + 5]
+            if blocked_us > 0:
+                denials.remember(check, decision, blocked_us / 1_000_000, sent_at, seen)
     if record:
         _report(verdict)
     return verdict
@@ -214,9 +231,8 @@ def verdict_from(checks: Sequence[Check], reply: list[int]) -> tuple[int, Verdic
 
 
 def _decision(check: Check, reply: list[int], index: int) -> Decision:
-    allowed, count_milli, remaining, retry_ms, reset_ms = reply[
-        2 + REPLY_FIELDS * index : 2 + REPLY_FIELDS * (index + 1)
-    ]
+    start = 2 + REPLY_FIELDS * index
+    allowed, count_milli, remaining, retry_ms, reset_ms = reply[start : start + 5]
     policy = check.policy
     return Decision(
         policy=policy.name,

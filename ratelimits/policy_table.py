@@ -4,9 +4,10 @@ Each worker keeps the enabled policies compiled in memory. At most every
 ``POLICY_REFRESH_INTERVAL`` seconds a request checks a version stamp in Redis (one
 ``GET``, amortised over every request in that interval); when the stamp moved, or the
 table is older than ``POLICY_MAX_AGE``, the table is reloaded from the database. A
-committed change writes a new random stamp (see :mod:`ratelimits.signals`), so every
-worker enforces it within ``POLICY_REFRESH_INTERVAL`` seconds, even after Redis lost
-its data.
+committed change, and a reset of counters, writes a new random stamp (see
+:mod:`ratelimits.signals`), so every worker enforces it within
+``POLICY_REFRESH_INTERVAL`` seconds, even after Redis lost its data. A reload also
+forgets the over-limit keys the worker remembers (:mod:`ratelimits.denials`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ratelimits import breaker as breakers
-from ratelimits import connection, identity, keys, validators
+from ratelimits import connection, denials, identity, keys, validators
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
 
@@ -207,6 +208,7 @@ def get_table() -> PolicyTable:
         if table is None or version != _cache.version or too_old:
             table = _cache.table = load_table()
             _cache.loaded_at = now
+            denials.clear()  # a limit may have changed, or counters were reset
         _cache.version = version
         _cache.checked_at = now
         return table
@@ -220,9 +222,11 @@ def load_table() -> PolicyTable:
 
 
 def mark_changed() -> None:
-    """Drop this process's table and bump the version other workers watch."""
+    """Drop this process's table and remembered denials, and bump the version other
+    workers watch (a policy changed, or counters were reset)."""
     with _cache.lock:
         _cache.table = None
+    denials.clear()
     try:
         # A fresh random stamp, not a counter: after Redis lost its data a counter would
         # start again at 1, a value a worker may already hold, and that worker would miss
@@ -244,10 +248,15 @@ def reset() -> None:
         _cache.table = None
         _cache.version = None
         _cache.checked_at = _cache.loaded_at = 0.0
+    denials.clear()
 
 
 def _read_version(known: bytes | None) -> bytes | None:
-    """The version stamp in Redis; ``known`` when Redis cannot answer."""
+    """The version stamp in Redis; ``known`` when Redis cannot answer.
+
+    A missing stamp is written (a random one, unless another worker wrote one first): the
+    stamp then disappears only when Redis loses its data, and every worker notices that
+    as a change, reloads and forgets the denials it remembers for counts that are gone."""
     key = keys.version_key(app_settings.KEY_PREFIX)
     try:
         client = connection.get_client()
@@ -259,6 +268,9 @@ def _read_version(known: bytes | None) -> bytes | None:
         return known
     try:
         version = client.get(key)
+        if version is None:
+            client.set(key, uuid.uuid4().hex, nx=True)
+            version = client.get(key)
     except connection.REDIS_ERRORS as e:
         guard.failure(e)
         return known

@@ -81,6 +81,8 @@ def test_ratelimits_unset_uses_the_defaults() -> None:
         ("NUM_PROXIES", 1.0),
         ("NUM_PROXIES", True),
         ("FAIL_CLOSED_RETRY_AFTER", -1),
+        ("LOCAL_DENIALS", -1),
+        ("LOCAL_DENIALS", 2.5),
         ("IPV6_PREFIX", 129),
         ("IPV6_PREFIX", -1),
         ("BREAKER_THRESHOLD", 0),
@@ -208,7 +210,9 @@ def test_some_lua_files_missing_is_e005_naming_them(tmp_path: Path) -> None:
     with mock.patch("ratelimits.scripts.lua_dir", return_value=tmp_path):
         messages = ratelimits_messages()
     assert ids(messages) == ["ratelimits.E005"]
-    assert "sliding_log.lua, sliding_counter.lua, fixed_window.lua" in messages[0].msg
+    assert "sliding_log.lua, compact_log.lua, sliding_counter.lua, fixed_window.lua" in (
+        messages[0].msg
+    )
     assert "decide.lua" not in messages[0].msg
     assert "prelude.lua" not in messages[0].msg
 

@@ -224,8 +224,13 @@ def ratelimits_settings(**values: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def fail_policies() -> None:
-    """``items``: exhausted after 20, fail open. ``login``: never exhausted here, fail closed."""
+def fail_policies(settings: Any) -> None:
+    """``items``: exhausted after 20, fail open. ``login``: never exhausted here, fail closed.
+
+    The worker does not remember denials here (``LOCAL_DENIALS`` 0): a remembered denial
+    of the exhausted ``items`` would hold through the outage (tests/test_denials.py shows
+    that), and these drills measure the fail modes of requests that need Redis."""
+    settings.RATELIMITS = {**getattr(settings, "RATELIMITS", {}), "LOCAL_DENIALS": 0}
     Policy.objects.create(
         name="items",
         endpoint="api:items",

@@ -5,6 +5,9 @@ It sets up the demo project against the database file in ``DEMO_DB`` and the Red
 
 - ``watch NAME SECONDS``: print ``<limit>`` each time this process's policy table shows a
   new limit for policy NAME (``-`` while it has none), for SECONDS at most.
+- ``flood PATH SECONDS``: send GETs to PATH from one client, about one per millisecond;
+  print ``denied`` at the first 429, then ``admitted <epoch time>`` at the first 200
+  after it and stop (or stop after SECONDS).
 - ``hammer PATH THREADS REQUESTS START``: at the epoch time START, THREADS threads each
   send REQUESTS GETs to PATH through the full Django stack; print the status counts as JSON.
 """
@@ -40,6 +43,23 @@ def watch(name: str, seconds: float) -> None:
         time.sleep(0.01)
 
 
+def flood(path: str, seconds: float) -> None:
+    from django.test import Client
+
+    client = Client()
+    deadline = time.monotonic() + seconds
+    denied = False
+    while time.monotonic() < deadline:
+        status = client.get(path, REMOTE_ADDR="203.0.113.9").status_code
+        if status == 429 and not denied:
+            denied = True
+            print("denied", flush=True)
+        elif status == 200 and denied:
+            print(f"admitted {time.time()}", flush=True)
+            return
+        time.sleep(0.001)
+
+
 def hammer(path: str, threads: int, requests: int, start: float) -> None:
     from django.test import Client
 
@@ -67,6 +87,8 @@ if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "watch":
         watch(args[0], float(args[1]))
+    elif mode == "flood":
+        flood(args[0], float(args[1]))
     elif mode == "hammer":
         hammer(args[0], int(args[1]), int(args[2]), float(args[3]))
     else:

@@ -1,0 +1,116 @@
+"""Denials a worker answers itself: a client flooding past its limit costs Redis nothing.
+
+The decide script says, for each key, how long it will deny every request whatever
+happens elsewhere (its ``blocked_us``): a denied request's retry time, or, after an
+admission that used the last unit of quota, the time until the next request fits.
+Nothing can shorten that wait but a change outside the script, because only admissions
+consume quota and only time frees it. So until then this process denies requests on that
+key without a round trip; the answers are the ones Redis would give.
+
+Changes outside the script are a reset of counters, a limit change or any policy edit.
+Each one announces itself through the policy table's version stamp, and a worker forgets
+every denial when it reloads its table: within ``POLICY_REFRESH_INTERVAL``, the bound
+policies already have. Redis losing its data removes the stamp, which reads as a change
+too. A reply that left Redis before the change but arrives after it is not remembered (a
+generation count guards that).
+
+A remembered denial is Redis's own answer, so it holds while Redis is down too: a policy's
+fail mode applies to the requests that need Redis, and a client that Redis had already
+denied stays denied until its retry time, fail-open or not.
+
+Times are this process's ``time.monotonic()``, starting when the request was *sent*:
+Redis ran the script later, so a remembered denial ends at or before the real one and a
+client is never denied longer than Redis would deny it. At most ``LOCAL_DENIALS`` keys
+are remembered per process (0 turns this off).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ratelimits.conf import app_settings
+from ratelimits.decision import Decision, Verdict
+
+if TYPE_CHECKING:
+    from ratelimits.limiter import Check
+
+_Slot = tuple[str, str, int]  # (policy, identity, shard)
+
+_lock = threading.Lock()
+_until: dict[_Slot, tuple[float, Decision]] = {}
+_generation = 0
+
+
+def generation() -> int:
+    """Read before sending a request to Redis; pass to :func:`remember` with its reply."""
+    return _generation
+
+
+def lookup(checks: Sequence[Check], now: float) -> Verdict | None:
+    """The denial of a request that a remembered key still blocks at ``now``, else ``None``.
+
+    The verdict holds the blocking decisions only: the request is denied whatever the
+    other policies would say, and nothing is counted anywhere."""
+    if not _until:
+        return None
+    found = []
+    for check in checks:
+        entry = _until.get((check.policy.name, check.identity, check.shard))
+        if entry is not None and entry[0] > now:
+            wait = entry[0] - now
+            found.append(replace(entry[1], retry_after=wait, reset=wait))
+    return Verdict(tuple(found)) if found else None
+
+
+def remember(check: Check, decision: Decision, blocked_s: float, sent_at: float, seen: int) -> None:
+    """``check``'s key denies every request for ``blocked_s`` seconds from ``sent_at``;
+    ``seen`` is :func:`generation` as it was when the request was sent."""
+    if not decision.enforce or blocked_s <= 0:
+        return
+    capacity = int(app_settings.LOCAL_DENIALS)
+    if capacity <= 0:
+        return
+    denial = Decision(
+        policy=decision.policy,
+        identity=decision.identity,
+        allowed=False,
+        enforce=True,
+        limit=decision.limit,
+        window=decision.window,
+        count=decision.count + (1 if decision.allowed else 0),
+        remaining=0,
+        retry_after=blocked_s,
+        reset=blocked_s,
+        cached=True,
+    )
+    slot = (check.policy.name, check.identity, check.shard)
+    with _lock:
+        if seen != _generation:
+            return  # the state changed while the reply was on its way
+        if len(_until) >= capacity and slot not in _until:
+            _make_room(sent_at, capacity)
+        _until[slot] = (sent_at + blocked_s, denial)
+
+
+def _make_room(now: float, capacity: int) -> None:
+    """Drop what has expired; if that is not enough, start over (called with the lock)."""
+    for slot in [slot for slot, (until, _) in _until.items() if until <= now]:
+        del _until[slot]
+    if len(_until) >= capacity:
+        _until.clear()
+
+
+def clear() -> None:
+    """Forget every denial (the policy table changed or counters were reset)."""
+    global _generation
+    with _lock:
+        _generation += 1
+        _until.clear()
+
+
+def size() -> int:
+    """How many keys this process remembers (for tests and the benchmarks)."""
+    return len(_until)
