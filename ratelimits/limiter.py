@@ -199,14 +199,16 @@ def _call(
     """One script call; with ``guarded``, through the circuit breaker of the key's server."""
     if not guarded:
         return _run(checks, client, record=record, now=now)
-    key = checks[0].key
-    guard = connection.breaker_for(client, key)
+    if connection.is_cluster(client):
+        guard = connection.breaker_for(client, checks[0].key)
+    else:  # one server, one breaker: no key to compute
+        guard = breakers.breaker
     if not guard.allow():
         raise _BreakerOpen
     try:
         reply = _run(checks, client, record=record, now=now)
     except connection.REDIS_ERRORS as e:
-        raise _ServerFailed(guard, key, e) from e
+        raise _ServerFailed(guard, checks[0].key, e) from e
     guard.success()
     return reply
 
