@@ -306,8 +306,8 @@ def round_trip_note(ctx: Context) -> str:
 
 
 def run(ctx: Context) -> Section:
-    requests = ctx.scaled(1000, SLICES)
-    warmup = ctx.scaled(300, 5)
+    requests = ctx.scaled(400, SLICES)
+    warmup = ctx.scaled(100, 5)
     names = algorithms()
     lineup = contenders(names)
     install(LIMITS, names)
