@@ -381,7 +381,9 @@ def describe(
             "view's `get`. `limits`: `RedisStorage` on the same Redis, wrapped in a DRF "
             "throttle. django-smart-ratelimit: its middleware on its Redis backend with a "
             "database `RateLimitRule` (`<limit>/h`, key `ip`) per limit. DRF's "
-            "UserRateThrottle counts anonymous requests by address, as here.",
+            "UserRateThrottle counts anonymous requests by address, as here. The views of "
+            "DRF's throttles, django-ratelimit and `limits` are built per limit and reached "
+            "through a one-line dispatch on the URL's limit (well under a microsecond).",
             "- Every measured request is admitted: clients take turns and each sends at most "
             "`limit` requests; then fresh addresses take over (at limit 5 and one client, "
             "a new key every 5 requests); no address is used in two cells. With one client "

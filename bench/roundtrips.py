@@ -150,7 +150,9 @@ def measure(
     after, usec_after = command_stats(client), server_usec(client)
     server = command_delta(before, after)
     server.pop("info", None)
-    usec = sum(usec_after.get(n, 0) - usec_before.get(n, 0) for n in server)
+    # The commands sent: a script's own commands are in its time already.
+    sent = {name.lower() for name in commands}
+    usec = sum(usec_after.get(n, 0) - usec_before.get(n, 0) for n in server if n in sent)
     return Traffic(len(addresses), trips, commands, server, usec, len(queries))
 
 
@@ -281,7 +283,8 @@ def describe(rows: Sequence[Row], background: Background, requests: int) -> str:
         "no limiter here pipelines on the request path), each followed by reading the "
         "reply. Commands sent are `Redis.execute_command` calls by name; what Redis ran "
         "is the `INFO commandstats` delta, which counts each command a Lua script runs "
-        "too, and its `usec` is the server's time.",
+        "too; Redis µs is the `usec` delta of the commands sent (a script's time includes "
+        "the commands it runs), time the server spent on the request.",
     ]
     if new_differs:
         lines += ["", "A new client costs differently (commands sent per request):", ""]
