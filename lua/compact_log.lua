@@ -18,6 +18,9 @@
 -- entries still in the window plus the new one: the ring grows with use up to the
 -- limit, and a changed limit resizes it on the next admission. Only admitted requests
 -- are stored, and the key expires a window after the newest admission.
+-- Lengthening the window is the one edit after which the two logs may differ for up to
+-- one new window: sliding_log has dropped admissions older than the old window at each
+-- write, while the ring keeps them until they are overwritten, so it may count more.
 
 local RING_HEADER = 4
 local RING_SLOT = 8
