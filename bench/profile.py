@@ -22,6 +22,21 @@ from ratelimits.throttling import PolicyThrottle
 
 SCOPE = "profiled"
 
+#: What profiling led to, for the report.
+CHANGES = """**What was changed on the hot path, and what it gained**
+
+- On a single server the request path built the first policy's key a second time only to
+  choose the circuit breaker (there is one); it no longer does. Gain: one key build per
+  request, the "the key" step above (about 1 to 2 µs here).
+- Denied requests of a client that Redis said is over its limit no longer reach Redis at
+  all (remembered denials, see the floods section): a denied request in a flood costs the
+  in-process lookup instead of a round trip.
+- What remains is the round trip itself and redis-py around it: the profile shows the
+  socket wait, then redis-py's connection-pool get and release (its event dispatch) and
+  its retry wrapper, together roughly a fifth of `allow_request` here. Calling the
+  connection directly would save part of that; it was left alone, as it would bypass
+  redis-py's reconnect and NOSCRIPT handling."""
+
 
 class _View:
     throttle_scope = SCOPE
@@ -106,6 +121,7 @@ def run(ctx: Context) -> Section:
             __doc__.split("\n\n", 1)[1].strip(),
             markdown_table(["step", "µs per call (median)"], rows),
             "```\n" + "\n".join(kept) + "\n```",
+            CHANGES,
         ]
     )
     return Section("Profile of the hot path", body)
