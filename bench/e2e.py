@@ -42,6 +42,8 @@ CLIENTS = 1000
 #: Per client address and hour: far above what one client sends here.
 LIMIT = 10_000
 START_TIMEOUT = 30.0
+#: Rounds per run: every endpoint gets a slice of the run's time in each, in turn.
+ROUNDS = 6
 FIRST_CLIENT = (10 << 24) + (200 << 16)  # 10.200.0.0
 
 
@@ -72,6 +74,19 @@ class Load:
     @property
     def rps(self) -> float:
         return self.statuses.get(200, 0) / self.seconds if self.seconds > 0 else 0.0
+
+
+def combined(parts: Sequence[Load]) -> Load:
+    """The slices of one run as one measurement."""
+    statuses: Counter[int] = Counter()
+    for part in parts:
+        statuses.update(part.statuses)
+    return Load(
+        sum(p.requests for p in parts),
+        sum(p.seconds for p in parts),
+        dict(statuses),
+        [e for p in parts for e in p.errors],
+    )
 
 
 def fire(
@@ -276,10 +291,16 @@ def run(ctx: Context) -> Section:
 
         for target in TARGETS:
             measure(target, warmup)
-        for run_index in range(ctx.runs):
-            shift = run_index % len(TARGETS)
-            for target in (*TARGETS[shift:], *TARGETS[:shift]):
-                loads[target.label].append(measure(target, seconds))
+        turn = 0
+        for _ in range(ctx.runs):
+            slices: dict[str, list[Load]] = {t.label: [] for t in TARGETS}
+            for _ in range(ROUNDS):
+                turn += 1
+                shift = turn % len(TARGETS)
+                for target in (*TARGETS[shift:], *TARGETS[:shift]):
+                    slices[target.label].append(measure(target, seconds / ROUNDS))
+            for label, parts in slices.items():
+                loads[label].append(combined(parts))
     finally:
         if client is not None:
             client.stop()
@@ -330,8 +351,9 @@ def describe(ctx: Context, loads: dict[str, list[Load]], seconds: float, where: 
     )
     return "\n".join(
         [
-            f"Median of {ctx.runs} runs of {seconds:g} s each per endpoint (the order rotating "
-            "each run, after a warm-up of each). The µs added is 1/rate minus the "
+            f"Median of {ctx.runs} runs of {seconds:g} s per endpoint, each run in {ROUNDS} "
+            "rounds where every endpoint takes its slice in turn (the order rotating), after "
+            "a warm-up of each. The µs added is 1/rate minus the "
             "unthrottled 1/rate: server time per request at this load.",
             "",
             table,
