@@ -9,8 +9,9 @@ addresses in ``X-Forwarded-For`` (the settings trust one proxy, and DRF's thrott
 that header), each far below the limit, so every request is admitted. Each measurement
 is bounded in time and in count; every process is stopped in ``finally``.
 
-Placement: gunicorn runs on the Redis server's CPU and the load client on the
-benchmark's, so that the client does not take CPU time from the server side it measures.
+Placement (see :func:`placements`): gunicorn alone on the benchmark's CPU, with Redis
+and the load client on the other; then gunicorn sharing Redis's CPU, the load client on
+the other.
 """
 
 from __future__ import annotations
@@ -239,38 +240,60 @@ class Gunicorn:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def placement(ctx: Context) -> tuple[int | None, int | None, str]:
-    """``(gunicorn CPU, load client CPU, description)``."""
+@dataclass(frozen=True)
+class Placement:
+    """Where gunicorn and the load client run."""
+
+    name: str
+    server_cpu: int | None
+    client_cpu: int | None
+    text: str
+
+
+def placements(ctx: Context) -> list[Placement]:
+    """The arrangements measured: with CPUs of their own for the benchmark and Redis,
+    gunicorn alone on a CPU (Redis usually runs on another machine, so its CPU time does
+    not come out of the app server's), then gunicorn sharing Redis's CPU (one machine
+    for both: Redis's time per request counts against the app's throughput)."""
     if ctx.client_cpu is None or ctx.redis_cpu is None:
-        return None, None, "nothing pinned"
+        return [Placement("unpinned", None, None, "nothing pinned")]
     if ctx.client_cpu == ctx.redis_cpu:
-        return (
+        cpu = ctx.redis_cpu
+        return [Placement("one CPU", cpu, cpu, f"gunicorn, Redis and the load client on CPU {cpu}")]
+    return [
+        Placement(
+            "gunicorn alone on a CPU",
+            ctx.client_cpu,
+            ctx.redis_cpu,
+            f"gunicorn on CPU {ctx.client_cpu}; redis-server and the load client on CPU "
+            f"{ctx.redis_cpu}",
+        ),
+        Placement(
+            "gunicorn sharing Redis's CPU",
             ctx.redis_cpu,
             ctx.client_cpu,
-            f"gunicorn, Redis and the load client all on CPU {ctx.redis_cpu}",
-        )
-    return (
-        ctx.redis_cpu,
-        ctx.client_cpu,
-        f"gunicorn's workers with redis-server on CPU {ctx.redis_cpu}, "
-        f"the load client on CPU {ctx.client_cpu}",
-    )
+            f"gunicorn and redis-server on CPU {ctx.redis_cpu}; the load client on CPU "
+            f"{ctx.client_cpu}",
+        ),
+    ]
 
 
-def run(ctx: Context) -> Section:
-    from bench.overhead import flush_counts, install, uninstall
+Loads = dict[str, list[Load]]
 
-    seconds = ctx.scaled(3.0, 0.3)
+
+def measure_placement(ctx: Context, where: Placement, seconds: float) -> Loads:
+    """Every target under load, ``ctx.runs`` runs, with gunicorn and the load client
+    placed as ``where`` says; both are stopped before returning."""
+    from bench.overhead import flush_counts
+
     warmup = ctx.scaled(1.0, 0.2)
     max_requests = ctx.scaled(100_000, 2_000)
-    server_cpu, client_cpu, where = placement(ctx)
-    install([LIMIT], ["sliding_log"])
-    server = Gunicorn(server_cpu, WORKERS)
+    server = Gunicorn(where.server_cpu, WORKERS)
     client: LoadClient | None = None
-    loads: dict[str, list[Load]] = {t.label: [] for t in TARGETS}
+    loads: Loads = {t.label: [] for t in TARGETS}
     try:
         server.wait_ready(TARGETS[0].path)
-        client = LoadClient(client_cpu)
+        client = LoadClient(where.client_cpu)
         start = 0
 
         def measure(target: Target, duration: float) -> Load:
@@ -293,7 +316,7 @@ def run(ctx: Context) -> Section:
             measure(target, warmup)
         turn = 0
         for _ in range(ctx.runs):
-            slices: dict[str, list[Load]] = {t.label: [] for t in TARGETS}
+            slices: Loads = {t.label: [] for t in TARGETS}
             for _ in range(ROUNDS):
                 turn += 1
                 shift = turn % len(TARGETS)
@@ -305,16 +328,29 @@ def run(ctx: Context) -> Section:
         if client is not None:
             client.stop()
         server.stop()
+    return loads
+
+
+def run(ctx: Context) -> Section:
+    from bench.overhead import flush_counts, install, uninstall
+
+    seconds = ctx.scaled(3.0, 0.3)
+    install([LIMIT], ["sliding_log"])
+    measured: list[tuple[Placement, Loads]] = []
+    try:
+        for where in placements(ctx):
+            measured.append((where, measure_placement(ctx, where, seconds)))
+    finally:
         uninstall()
         flush_counts(ctx)
     return Section(
         "Requests per second end to end (gunicorn)",
-        describe(ctx, loads, seconds, where),
-        charts=[chart(loads)],
+        describe(ctx, measured, seconds),
+        charts=[chart(where, loads) for where, loads in measured],
     )
 
 
-def describe(ctx: Context, loads: dict[str, list[Load]], seconds: float, where: str) -> str:
+def table(loads: Loads) -> str:
     base = median(load.rps for load in loads[TARGETS[0].label])
     rows = []
     for target in TARGETS:
@@ -337,7 +373,7 @@ def describe(ctx: Context, loads: dict[str, list[Load]], seconds: float, where: 
                 + (f"; {errors} client errors" if errors else ""),
             ]
         )
-    table = markdown_table(
+    return markdown_table(
         [
             "endpoint",
             "requests/s (median)",
@@ -349,29 +385,33 @@ def describe(ctx: Context, loads: dict[str, list[Load]], seconds: float, where: 
         ],
         rows,
     )
-    return "\n".join(
-        [
-            f"Median of {ctx.runs} runs of {seconds:g} s per endpoint, each run in {ROUNDS} "
-            "rounds where every endpoint takes its slice in turn (the order rotating), after "
-            "a warm-up of each. The µs added is 1/rate minus the "
-            "unthrottled 1/rate: server time per request at this load.",
-            "",
-            table,
-            "",
-            f"- gunicorn: {WORKERS} `gthread` workers, 1 thread each (keep-alive), the "
-            "benchmark's settings and database. Load: one process, "
-            f"{CONNECTIONS} keep-alive connections from as many threads, 1,000 client "
-            "addresses in X-Forwarded-For, each well under the limit "
-            f"({LIMIT:,} per hour; PolicyThrottle keyed by IP with one trusted proxy, DRF "
-            "reading the header), so every request is admitted.",
-            f"- Placement: {where}.",
-        ]
-    )
 
 
-def chart(loads: dict[str, list[Load]]) -> Chart:
+def describe(ctx: Context, measured: Sequence[tuple[Placement, Loads]], seconds: float) -> str:
+    lines = [
+        f"Median of {ctx.runs} runs of {seconds:g} s per endpoint, each run in {ROUNDS} "
+        "rounds where every endpoint takes its slice in turn (the order rotating), after "
+        "a warm-up of each. The µs added is 1/rate minus the unthrottled 1/rate: server "
+        "time per request at this load.",
+    ]
+    for where, loads in measured:
+        lines += ["", f"**{where.name}** ({where.text}):", "", table(loads)]
+    lines += [
+        "",
+        f"- gunicorn: {WORKERS} `gthread` workers, 1 thread each (keep-alive), the "
+        "benchmark's settings and database. Load: one process, "
+        f"{CONNECTIONS} keep-alive connections from as many threads, 1,000 client "
+        "addresses in X-Forwarded-For, each well under the limit "
+        f"({LIMIT:,} per hour; PolicyThrottle keyed by IP with one trusted proxy, DRF "
+        "reading the header), so every request is admitted. Redis is flushed before "
+        "each slice.",
+    ]
+    return "\n".join(lines)
+
+
+def chart(where: Placement, loads: Loads) -> Chart:
     return Chart(
-        "Requests per second under gunicorn (end to end)",
+        f"Requests per second under gunicorn, end to end ({where.name})",
         "requests per second (median)",
         [(t.label, median(load.rps for load in loads[t.label])) for t in TARGETS],
     )

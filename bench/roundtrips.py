@@ -336,7 +336,8 @@ def targets(rows: Sequence[Row]) -> list[Target]:
             f"{others} other round trips" if others else "no other round trip"
         )
         if gets:
-            measured += f" (and {gets} version GETs in {requests} requests, amortised)"
+            plural = "s" if gets != 1 else ""
+            measured += f" (and {gets} version GET{plural} in {requests} requests, amortised)"
         found.append(
             Target(
                 f"PolicyThrottle: EVALSHA per admitted request, 1 or 3 policies ({label})",
