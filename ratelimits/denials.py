@@ -44,6 +44,10 @@ _until: dict[_Slot, tuple[float, Decision]] = {}
 _generation = 0
 
 
+def _slot(check: Check) -> _Slot:
+    return (check.policy.name, check.identity, check.shard)
+
+
 def generation() -> int:
     """Read before sending a request to Redis; pass to :func:`remember` with its reply."""
     return _generation
@@ -58,7 +62,7 @@ def lookup(checks: Sequence[Check], now: float) -> Verdict | None:
         return None
     found = []
     for check in checks:
-        entry = _until.get((check.policy.name, check.identity, check.shard))
+        entry = _until.get(_slot(check))
         if entry is not None and entry[0] > now:
             wait = entry[0] - now
             found.append(replace(entry[1], retry_after=wait, reset=wait))
@@ -73,20 +77,16 @@ def remember(check: Check, decision: Decision, blocked_s: float, sent_at: float,
     capacity = int(app_settings.LOCAL_DENIALS)
     if capacity <= 0:
         return
-    denial = Decision(
-        policy=decision.policy,
-        identity=decision.identity,
+    denial = replace(
+        decision,
         allowed=False,
-        enforce=True,
-        limit=decision.limit,
-        window=decision.window,
         count=decision.count + (1 if decision.allowed else 0),
         remaining=0,
         retry_after=blocked_s,
         reset=blocked_s,
         cached=True,
     )
-    slot = (check.policy.name, check.identity, check.shard)
+    slot = _slot(check)
     with _lock:
         if seen != _generation:
             return  # the state changed while the reply was on its way
