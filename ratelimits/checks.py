@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from django.conf import settings
@@ -62,6 +63,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:
         problems.append("IPV6_PREFIX must be an integer from 0 to 128")
     problems.extend(_cluster_node_problems(value["CLUSTER_NODES"]))
+    problems.extend(_exempt_network_problems(value["EXEMPT_NETWORKS"]))
     errors.extend(
         Error(
             f"RATELIMITS: {problem}.", hint="See the README's settings table.", id="ratelimits.E002"
@@ -69,6 +71,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         for problem in problems
     )
     return errors
+
+
+def _exempt_network_problems(networks: Any) -> list[str]:
+    if not isinstance(networks, (list, tuple)) or not all(isinstance(n, str) for n in networks):
+        return ["EXEMPT_NETWORKS must be a list of networks such as '10.0.0.0/8'"]
+    problems = []
+    for network in networks:
+        try:
+            ipaddress.ip_network(network.strip(), strict=False)
+        except ValueError:
+            problems.append(f"EXEMPT_NETWORKS: {network!r} is not an IP address or network")
+    return problems
 
 
 def _cluster_node_problems(nodes: Any) -> list[str]:

@@ -42,6 +42,8 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_FLUSH_INTERVAL": 5.0,
     # Over-limit keys a worker remembers, to deny their floods without Redis (0: off).
     "LOCAL_DENIALS": 10_000,
+    # Client networks no policy limits ("10.0.0.0/8", "2001:db8::/32"), e.g. health checks.
+    "EXEMPT_NETWORKS": [],
 }
 
 
@@ -77,8 +79,9 @@ app_settings = AppSettings()
 def _clear_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting in {"RATELIMITS", "CACHES", "SECRET_KEY"}:
         _merged.cache_clear()
-        from ratelimits import connection, identity, policy_table
+        from ratelimits import connection, exemptions, identity, policy_table
 
         connection.reset()
+        exemptions.networks.cache_clear()
         identity.reset_hash_key()
         policy_table.reset()

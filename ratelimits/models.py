@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from ratelimits import validators
+from ratelimits import override_identity, validators
 from ratelimits.signals import schedule_policy_change
 
 
@@ -26,7 +27,7 @@ class Mode(models.TextChoices):
     SHADOW = "shadow", "Shadow (log would-be denials, let requests pass)"
 
 
-class PolicyQuerySet(models.QuerySet["Policy"]):
+class AnnouncingQuerySet(models.QuerySet[Any]):
     """Bulk writes skip ``post_save``; these still tell every worker the table changed."""
 
     def update(self, **kwargs: Any) -> int:
@@ -35,7 +36,7 @@ class PolicyQuerySet(models.QuerySet["Policy"]):
             schedule_policy_change(self.db)
         return rows
 
-    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Policy]:
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Any]:
         created = super().bulk_create(objs, *args, **kwargs)
         if created:
             schedule_policy_change(self.db)
@@ -108,7 +109,7 @@ class Policy(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = PolicyQuerySet.as_manager()
+    objects = AnnouncingQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -183,6 +184,141 @@ class Policy(models.Model):
     def rate_display(self) -> str:
         """``"5 per 60 s"``."""
         return f"{self.limit} per {self.window} s"
+
+
+class PolicyOverride(models.Model):
+    """A different limit, or an exemption, for one client of a policy.
+
+    Names exactly one of a user, a group or an identity (an IP address or network, or an
+    API key for a ``header:NAME`` policy, stored hashed). The most specific override that
+    names a request's client wins: user, then group, then identity, then the policy.
+    """
+
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="overrides")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="This user, whatever the policy counts them by.",
+    )
+    group = models.ForeignKey(
+        "auth.Group",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Every member of this group (a user in several gets the most generous).",
+    )
+    identity = models.CharField(
+        max_length=80,
+        blank=True,
+        help_text=(
+            "An IP address or network (203.0.113.7, 10.0.0.0/8), or for a policy keyed by "
+            "header:NAME the header's value (an API key): stored hashed, never shown again."
+        ),
+    )
+    limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
+        help_text="Requests allowed per window for them (the policy's window). Blank if exempt.",
+    )
+    exempt = models.BooleanField(default=False, help_text="Never limit them under this policy.")
+    comment = models.CharField(max_length=200, blank=True, help_text="Why (a plan, a ticket).")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = AnnouncingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["policy", "id"]
+        verbose_name = "override"
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(user__isnull=False, group__isnull=True, identity="")
+                    | Q(user__isnull=True, group__isnull=False, identity="")
+                    | (Q(user__isnull=True, group__isnull=True) & ~Q(identity=""))
+                ),
+                name="ratelimits_override_one_target",
+            ),
+            models.CheckConstraint(
+                condition=Q(exempt=True, limit__isnull=True)
+                | Q(exempt=False, limit__gte=1, limit__lte=validators.MAX_LIMIT),
+                name="ratelimits_override_limit_or_exempt",
+            ),
+            models.CheckConstraint(
+                condition=Q(identity__regex=override_identity.STORED_PATTERN),
+                name="ratelimits_override_identity_stored_form",
+            ),
+            models.UniqueConstraint(
+                fields=["policy", "user"],
+                condition=Q(user__isnull=False),
+                name="ratelimits_override_unique_user",
+            ),
+            models.UniqueConstraint(
+                fields=["policy", "group"],
+                condition=Q(group__isnull=False),
+                name="ratelimits_override_unique_group",
+            ),
+            models.UniqueConstraint(
+                fields=["policy", "identity"],
+                condition=~Q(identity=""),
+                name="ratelimits_override_unique_identity",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target_display}: {self.rate_display}"
+
+    @property
+    def target_display(self) -> str:
+        """Who: ``user alice``, ``group partners``, ``10.0.0.0/8``, ``API key (hashed …)``."""
+        if self.user_id is not None:
+            return f"user {self.user}"
+        if self.group_id is not None:
+            return f"group {self.group}"
+        return override_identity.describe(self.identity)
+
+    @property
+    def rate_display(self) -> str:
+        """``"exempt"`` or ``"50 per 60 s"``."""
+        if self.exempt:
+            return "exempt"
+        window = self.policy.window if self.policy_id is not None else "?"
+        return f"{self.limit} per {window} s"
+
+    def normalize(self) -> None:
+        """Store the identity in its matched form: addresses normalised, API keys hashed.
+        A value that names nothing is left as typed, for :meth:`clean` to refuse."""
+        if self.identity and self.policy_id is not None:
+            with contextlib.suppress(ValueError):
+                self.identity = override_identity.normalize(self.identity, self.policy.key)
+
+    def clean(self) -> None:
+        super().clean()
+        errors: dict[str, str] = {}
+        targets = [self.user_id is not None, self.group_id is not None, bool(self.identity)]
+        if sum(targets) != 1:
+            errors["__all__"] = "Name exactly one of a user, a group or an identity."
+        if self.identity and self.policy_id is not None:
+            try:
+                self.identity = override_identity.normalize(self.identity, self.policy.key)
+            except ValueError as e:
+                errors["identity"] = str(e)
+        if self.exempt and self.limit is not None:
+            errors["limit"] = "Leave the limit blank for an exempt override."
+        elif not self.exempt and self.limit is None:
+            errors["limit"] = "Give a limit, or tick exempt."
+        if errors:
+            raise ValidationError(errors)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Hashing here too keeps a secret out of the table whichever way the row arrives.
+        self.normalize()
+        super().save(*args, **kwargs)
 
 
 class Dashboard(Policy):

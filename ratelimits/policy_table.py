@@ -20,12 +20,16 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ratelimits import breaker as breakers
 from ratelimits import connection, denials, identity, keys, validators
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from ratelimits.overrides import Overrides
 
 logger = logging.getLogger("ratelimits")
 
@@ -48,6 +52,10 @@ class CompiledPolicy:
     #: For each shard, its four ARGV slots in ``lua/decide.lua``: algorithm, the shard's
     #: share of the limit, window_ms, enforce. One entry for an unsharded policy.
     script_args: tuple[tuple[str, str, str, str], ...]
+    #: Who gets another limit or none (:mod:`ratelimits.overrides`); ``None`` when nobody.
+    overrides: Overrides | None = field(default=None, compare=False, repr=False)
+    #: For a policy an override made, which one ("user alice", "10.0.0.0/8"); else "".
+    override: str = ""
 
     @classmethod
     def build(
@@ -104,6 +112,27 @@ class CompiledPolicy:
                 )
             }
         )
+
+    def with_limit(self, limit: int, *, override: str) -> CompiledPolicy:
+        """This policy with another limit (same key, window and shards as far as the limit
+        allows), as an override applies it."""
+        shards = min(len(self.script_args), limit)
+        algorithm, _, window_ms, enforce = self.script_args[0]
+        return replace(
+            self,
+            limit=limit,
+            script_args=tuple(
+                (algorithm, str(share), window_ms, enforce) for share in shard_limits(limit, shards)
+            ),
+            overrides=None,
+            override=override,
+        )
+
+    def for_client(self, user_key: str | None, identity: str) -> CompiledPolicy | None:
+        """The policy as it applies to this client after overrides; ``None`` when exempt."""
+        if self.overrides is None:
+            return self
+        return self.overrides.resolve(self, user_key, identity)
 
     @property
     def is_path_pattern(self) -> bool:
@@ -215,10 +244,14 @@ def get_table() -> PolicyTable:
 
 
 def load_table() -> PolicyTable:
-    """Compile the enabled policies from the database (one query)."""
+    """Compile the enabled policies and their overrides from the database (one query, or
+    up to three with overrides)."""
+    from ratelimits import overrides
     from ratelimits.models import Policy
 
-    return PolicyTable(CompiledPolicy.from_model(p) for p in Policy.objects.filter(enabled=True))
+    rows = list(Policy.objects.filter(enabled=True))
+    compiled = [CompiledPolicy.from_model(p) for p in rows]
+    return PolicyTable(overrides.load(compiled, {p.name: p.pk for p in rows}))
 
 
 def mark_changed() -> None:
