@@ -3,8 +3,10 @@
 It sets up the demo project against the database file in ``DEMO_DB`` and the Redis in
 ``REDIS_URL``, as another web worker of the same site would.
 
-- ``watch NAME SECONDS``: print ``<limit>`` each time this process's policy table shows a
-  new limit for policy NAME (``-`` while it has none), for SECONDS at most.
+- ``watch NAME SECONDS [USERNAME]``: print ``<limit>`` each time this process's policy
+  table shows a new limit for policy NAME (``-`` while it has none, ``exempt`` when an
+  override exempts USERNAME), for SECONDS at most; with USERNAME, the limit after that
+  user's overrides.
 - ``flood PATH SECONDS``: send GETs to PATH from one client, about one per millisecond;
   print ``denied`` at the first 429, then ``admitted <epoch time>`` at the first 200
   after it and stop (or stop after SECONDS).
@@ -29,14 +31,19 @@ def _setup() -> None:
     django.setup()
 
 
-def watch(name: str, seconds: float) -> None:
-    from ratelimits import policy_table
+def watch(name: str, seconds: float, username: str | None = None) -> None:
+    from ratelimits import identity, policy_table
 
+    user_key = str(identity.find_user(username).pk) if username else None
     deadline = time.monotonic() + seconds
     shown = None
     while time.monotonic() < deadline:
         policy = policy_table.get_table().get(name)
-        limit = str(policy.limit) if policy else "-"
+        if policy is not None and user_key is not None:
+            policy = policy.for_client(user_key, "ip:127.0.0.1")
+            limit = str(policy.limit) if policy else "exempt"
+        else:
+            limit = str(policy.limit) if policy else "-"
         if limit != shown:
             print(limit, flush=True)
             shown = limit
@@ -86,7 +93,7 @@ if __name__ == "__main__":
     _setup()
     mode, *args = sys.argv[1:]
     if mode == "watch":
-        watch(args[0], float(args[1]))
+        watch(args[0], float(args[1]), *args[2:])
     elif mode == "flood":
         flood(args[0], float(args[1]))
     elif mode == "hammer":

@@ -1,0 +1,239 @@
+"""Overrides and exemptions: who gets another limit, who gets none, and how fast it applies."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connection, transaction
+from django.test import RequestFactory, override_settings
+from django.test.utils import CaptureQueriesContext
+
+from ratelimits import policy_table
+from ratelimits.models import Policy, PolicyOverride
+from ratelimits.throttling import PolicyThrottle
+from tests.test_denials import evalsha_calls
+from tests.test_processes import start_worker
+
+pytestmark = pytest.mark.django_db
+
+API_KEY = "pk_live_partner_5f2e9a"
+
+
+def make(name: str = "items", endpoint: str = "api:items", limit: int = 2, **fields) -> Policy:
+    fields.setdefault("algorithm", "sliding_log")
+    return Policy.objects.create(name=name, endpoint=endpoint, limit=limit, window=60, **fields)
+
+
+def admitted(client, n: int = 12, url: str = "/api/items/", **extra) -> int:
+    """How many of ``n`` requests pass (each policy here allows fewer than ``n``)."""
+    return sum(client.get(url, **extra).status_code == 200 for _ in range(n))
+
+
+@pytest.fixture
+def alice() -> User:
+    return User.objects.create_user("alice", password="x")
+
+
+def test_a_user_override_gives_that_user_its_limit(client, alice):
+    policy = make(key="user_or_ip")
+    PolicyOverride.objects.create(policy=policy, user=alice, limit=5)
+    client.force_login(alice)
+    assert admitted(client) == 5
+    response = client.get("/api/items/")
+    assert response.status_code == 429
+    assert response["RateLimit-Policy"] == '"items";q=5;w=60'
+    client.logout()
+    assert admitted(client) == 2  # anonymous: the policy's own limit, counted by address
+
+
+def test_a_group_override_applies_to_its_members_only(client, alice):
+    policy = make(key="user")
+    partners = Group.objects.create(name="partners")
+    alice.groups.add(partners)
+    PolicyOverride.objects.create(policy=policy, group=partners, limit=4)
+    bob = User.objects.create_user("bob", password="x")
+    client.force_login(alice)
+    assert admitted(client) == 4
+    client.force_login(bob)
+    assert admitted(client) == 2
+
+
+def test_address_and_network_overrides(client):
+    policy = make(key="ip")
+    PolicyOverride.objects.create(policy=policy, identity="203.0.113.7", limit=3)
+    PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", exempt=True)
+    assert admitted(client, REMOTE_ADDR="203.0.113.7") == 3
+    assert admitted(client, REMOTE_ADDR="203.0.113.8") == 2
+    assert admitted(client, REMOTE_ADDR="10.20.30.40") == 12
+    response = client.get("/api/items/", REMOTE_ADDR="10.20.30.40")
+    assert "RateLimit" not in response  # exempt: no policy applied, nothing to report
+
+
+def test_an_ipv6_network_override_covers_the_grouped_client(client):
+    policy = make(key="ip")
+    PolicyOverride.objects.create(policy=policy, identity="2001:db8:aa::/48", limit=4)
+    assert admitted(client, REMOTE_ADDR="2001:db8:aa:1::5") == 4
+    assert admitted(client, REMOTE_ADDR="2001:db8:bb:1::5") == 2
+
+
+def test_an_api_key_override_is_stored_hashed_and_matches_the_header(client, redis_client):
+    policy = make(key="header:X-Api-Key")
+    override = PolicyOverride.objects.create(policy=policy, identity=API_KEY, limit=5)
+    assert override.identity.startswith("h:") and len(override.identity) == 34
+    assert admitted(client, HTTP_X_API_KEY=API_KEY) == 5
+    assert admitted(client, HTTP_X_API_KEY="pk_live_someone_else") == 2
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM ratelimits_policyoverride")
+        stored = repr(cursor.fetchall())
+    assert API_KEY not in stored
+    names = [key.decode() for key in redis_client.scan_iter(count=1000)]
+    assert names and not any(API_KEY in name for name in names)
+    assert API_KEY not in str(override) and API_KEY not in override.target_display
+
+
+def test_the_most_specific_override_wins(alice, django_capture_on_commit_callbacks):
+    policy = make(key="user_or_ip", limit=2)
+    partners = Group.objects.create(name="partners")
+    alice.groups.add(partners)
+    rows = [
+        PolicyOverride.objects.create(policy=policy, user=alice, limit=3),
+        PolicyOverride.objects.create(policy=policy, group=partners, limit=6),
+        PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=8),
+        PolicyOverride.objects.create(policy=policy, identity="10.1.0.0/16", limit=9),
+    ]
+
+    def applied(user_key: str | None, identity: str = "ip:10.1.2.3") -> int | None:
+        compiled = policy_table.get_table().get("items")
+        found = compiled.for_client(user_key, identity)
+        return found.limit if found else None
+
+    user = str(alice.pk)
+    assert applied(user) == 3
+    with django_capture_on_commit_callbacks(execute=True):
+        rows[0].delete()
+    assert applied(user) == 6
+    with django_capture_on_commit_callbacks(execute=True):
+        rows[1].delete()
+    assert applied(user) == 9  # the narrowest network holding the address
+    assert applied(None, "ip:10.2.0.1") == 8
+    assert applied(None, "ip:192.0.2.1") == 2
+
+
+def test_a_user_in_several_overridden_groups_gets_the_most_generous(alice):
+    policy = make(key="user")
+    small, large, free = (Group.objects.create(name=n) for n in ("small", "large", "free"))
+    alice.groups.add(small, large)
+    PolicyOverride.objects.create(policy=policy, group=small, limit=3)
+    PolicyOverride.objects.create(policy=policy, group=large, limit=30)
+    PolicyOverride.objects.create(policy=policy, group=free, exempt=True)
+    compiled = policy_table.get_table().get("items")
+    assert compiled.for_client(str(alice.pk), "u:1").limit == 30
+    alice.groups.add(free)
+    policy_table.reset()
+    assert policy_table.get_table().get("items").for_client(str(alice.pk), "u:1") is None
+
+
+def test_an_exempt_client_costs_no_redis_call(client, alice, redis_client):
+    policy = make(key="user")
+    PolicyOverride.objects.create(policy=policy, user=alice, exempt=True)
+    client.force_login(alice)
+    client.get("/api/items/")  # warm: sessions, the policy table
+    before = evalsha_calls(redis_client)
+    assert admitted(client, 20) == 20
+    assert evalsha_calls(redis_client) == before
+
+
+def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_client):
+    partners = Group.objects.create(name="partners")
+    alice.groups.add(partners)
+    for name, key in (("by-user", "user"), ("by-ip", "ip"), ("everyone", "global")):
+        policy = make(name=name, endpoint="api:items", limit=100, key=key)
+        PolicyOverride.objects.create(policy=policy, group=partners, limit=200)
+        PolicyOverride.objects.create(policy=policy, identity="203.0.113.0/24", limit=300)
+    request = RequestFactory().get("/api/items/", REMOTE_ADDR="203.0.113.7")
+    request.user = User.objects.get(pk=alice.pk)
+    view = type("View", (), {"throttle_scope": None})()
+    request.resolver_match = type("Match", (), {"view_name": "api:items"})()
+    PolicyThrottle().allow_request(request, view)  # warm: the table and the group members
+    before = evalsha_calls(redis_client)
+    with CaptureQueriesContext(connection) as queries:
+        throttle = PolicyThrottle()
+        assert throttle.allow_request(request, view)
+    assert len(queries) == 0
+    assert evalsha_calls(redis_client) - before == 1
+    limits = {d.policy: d.limit for d in throttle.verdict.decisions}
+    assert limits == {"by-user": 200, "by-ip": 200, "everyone": 200}  # group beats identity
+
+
+@override_settings(RATELIMITS={"EXEMPT_NETWORKS": ["127.0.0.0/8", "192.0.2.0/24"]})
+def test_exempt_networks_are_never_limited(client, redis_client):
+    make(key="ip")
+    before = evalsha_calls(redis_client)
+    assert admitted(client, REMOTE_ADDR="192.0.2.44") == 12
+    assert evalsha_calls(redis_client) == before
+    assert admitted(client, REMOTE_ADDR="198.51.100.1") == 2
+
+
+@pytest.mark.parametrize("proxies", [0, 1])
+def test_a_forged_forwarded_for_does_not_reach_an_exempt_network(client, proxies):
+    make(key="ip")
+    with override_settings(RATELIMITS={"EXEMPT_NETWORKS": ["10.0.0.0/8"], "NUM_PROXIES": proxies}):
+        # The client claims 10.0.0.1; the proxy (when there is one) appends the real address.
+        forged = "10.0.0.1" if proxies == 0 else "10.0.0.1, 198.51.100.7"
+        assert admitted(client, REMOTE_ADDR="198.51.100.7", HTTP_X_FORWARDED_FOR=forged) == 2
+        if proxies == 1:  # the proxy's own view of a real internal client is trusted
+            assert admitted(client, REMOTE_ADDR="172.16.0.1", HTTP_X_FORWARDED_FOR="10.9.9.9") == 12
+
+
+def test_override_validation():
+    policy = make(key="ip")
+    group = Group.objects.create(name="g")
+    cases = [
+        (PolicyOverride(policy=policy, limit=5), "__all__"),
+        (PolicyOverride(policy=policy, group=group, identity="10.0.0.1", limit=5), "__all__"),
+        (PolicyOverride(policy=policy, identity="not-an-address", limit=5), "identity"),
+        (PolicyOverride(policy=policy, identity="10.0.0.1", limit=5, exempt=True), "limit"),
+        (PolicyOverride(policy=policy, identity="10.0.0.1"), "limit"),
+        (PolicyOverride(policy=policy, identity="10.0.0.1", limit=0), "limit"),
+    ]
+    for override, field in cases:
+        with pytest.raises(ValidationError) as error:
+            override.full_clean()
+        assert field in error.value.message_dict, (override.__dict__, error.value.message_dict)
+    PolicyOverride.objects.create(policy=policy, identity=" 10.0.0.1 ", limit=5)
+    duplicate = PolicyOverride(policy=policy, identity="ip:10.0.0.1", limit=7)
+    with pytest.raises(ValidationError):
+        duplicate.full_clean()
+
+
+def test_the_database_refuses_an_unhashed_identity():
+    policy = make(key="header:X-Api-Key")
+    row = PolicyOverride.objects.create(policy=policy, identity=API_KEY, limit=5)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        PolicyOverride.objects.filter(pk=row.pk).update(identity=API_KEY)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_group_membership_change_reaches_another_worker_within_the_bound(alice):
+    policy = make(key="user")
+    partners = Group.objects.create(name="partners")
+    PolicyOverride.objects.create(policy=policy, group=partners, limit=50)
+    bound = float(policy_table.app_settings.POLICY_REFRESH_INTERVAL) + 1.0
+    worker = start_worker("watch", "items", "30", "alice")
+    try:
+        assert worker.stdout.readline().strip() == "2"
+        alice.groups.add(partners)
+        changed = time.monotonic()
+        assert worker.stdout.readline().strip() == "50"
+        assert time.monotonic() - changed <= bound
+        partners.user_set.remove(alice)  # the reverse side announces too
+        changed = time.monotonic()
+        assert worker.stdout.readline().strip() == "2"
+        assert time.monotonic() - changed <= bound
+    finally:
+        worker.kill()
+        worker.wait()
