@@ -6,4 +6,5 @@ urlpatterns = [
     path("", TemplateView.as_view(template_name="demo/index.html"), name="home"),
     path("admin/", admin.site.urls),
     path("api/", include("project.api.urls")),
+    path("ratelimits/", include("ratelimits.urls")),
 ]

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-#: URL namespaces that are never rate-limited API endpoints.
-SKIPPED_NAMESPACES = frozenset({"admin"})
+#: URL namespaces that are never rate-limited API endpoints (``ratelimits``: the metrics
+#: view, a plain Django view that ``PolicyThrottle`` never sees).
+SKIPPED_NAMESPACES = frozenset({"admin", "ratelimits"})
 
 
 @dataclass(frozen=True, slots=True)

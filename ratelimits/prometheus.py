@@ -1,0 +1,121 @@
+"""Prometheus metrics of the limiter, on prometheus-client's default ``REGISTRY``.
+
+``ratelimits_decisions_total{policy, outcome}``
+    Decisions per policy; ``outcome`` is one of :data:`ratelimits.metrics.ALL_OUTCOMES`
+    (allowed, denied, shadow_denied, not_counted, failed_open, failed_closed), classified
+    by :func:`ratelimits.metrics.outcome`. A request under three policies counts once in
+    each.
+``ratelimits_decision_seconds{source}``
+    The limiter's own time per decided request (inside ``limiter.decide``), by ``source``:
+    ``redis`` (a round trip happened), ``local`` (a remembered denial, no round trip) or
+    ``fallback`` (Redis failed or its breaker was open: the fail mode answered).
+
+The limiter calls :func:`record` once per decided request; read-only peeks are not
+counted. :func:`metrics_view` serves the text exposition (``ratelimits.urls`` mounts it).
+A project that already serves ``/metrics`` gets these metrics there too.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, TypeVar
+
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_safe
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+from ratelimits.decision import Verdict
+from ratelimits.metrics import outcome
+
+#: The ``source`` label values of ``ratelimits_decision_seconds``.
+SOURCES = ("redis", "local", "fallback")
+#: Histogram buckets (seconds): a remembered denial takes tens of µs, a round trip to a
+#: nearby Redis a few hundred µs; ``SOCKET_TIMEOUT`` (100 ms) bounds a failing call.
+BUCKETS = (
+    0.00002,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+)
+
+_M = TypeVar("_M", Counter, Histogram)
+
+
+def _once(name: str, make: type[_M], **kwargs: Any) -> _M:
+    """The metric ``name`` already on ``REGISTRY`` (this module was reloaded), else a new
+    one registered there. prometheus-client has no public lookup by name."""
+    existing = REGISTRY._names_to_collectors.get(name)
+    if existing is not None:
+        return existing
+    return make(name, **kwargs)
+
+
+DECISIONS: Counter = _once(
+    "ratelimits_decisions",
+    Counter,
+    documentation="Rate-limit decisions per policy and outcome.",
+    labelnames=("policy", "outcome"),
+)
+DECISION_SECONDS: Histogram = _once(
+    "ratelimits_decision_seconds",
+    Histogram,
+    documentation="Time the rate limiter took to decide a request, by where the answer came from.",
+    labelnames=("source",),
+    buckets=BUCKETS,
+)
+
+# Labelled children, so the request path does not call .labels() (a lock and a tuple
+# build each time). Racing threads at worst both call .labels(), which returns one child.
+_counters: dict[tuple[str, str], Any] = {}
+_seconds: dict[str, Any] = {source: DECISION_SECONDS.labels(source=source) for source in SOURCES}
+
+
+def record(verdict: Verdict, seconds: float, source: str) -> None:
+    """Count one decided request: each decision's outcome, and ``seconds`` the limiter took,
+    under ``source`` (one of :data:`SOURCES`)."""
+    decisions = verdict.decisions
+    if not decisions:
+        return
+    admitted = verdict.allowed
+    for decision in decisions:
+        key = (decision.policy, outcome(decision, admitted))
+        child = _counters.get(key)
+        if child is None:
+            child = _counters[key] = DECISIONS.labels(policy=key[0], outcome=key[1])
+        child.inc()
+    _seconds[source].observe(seconds)
+
+
+def _registry() -> Any:
+    """What to expose: the default registry, or under ``PROMETHEUS_MULTIPROC_DIR`` (gunicorn
+    and other pre-fork servers) every worker's values, merged from that directory."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return REGISTRY
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    return registry
+
+
+@csrf_exempt  # only GET and HEAD get through: anything else is a 405, not a CSRF 403
+@require_safe
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus text exposition of the process's (or every worker's) metrics."""
+    return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
