@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 
 from ratelimits import breaker as breakers
-from ratelimits import connection, denials, metrics, scripts, stats
+from ratelimits import connection, denials, metrics, prometheus, scripts, stats
 from ratelimits.conf import app_settings
 from ratelimits.connection import Client
 from ratelimits.decision import Decision, Verdict
@@ -62,23 +62,25 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
 
     ``record=False`` only looks: nothing is written. ``now`` (seconds since the epoch)
     replaces the Redis clock, for replaying exact timelines in tests; only requests on
-    the Redis clock use and feed the worker's remembered denials.
+    the Redis clock use and feed the worker's remembered denials. A recorded request is
+    counted once (stats, the dashboard, Prometheus), with the time it took here.
     """
     if not checks:
         return Verdict()
+    started = time.perf_counter()
     local = record and now is None
     if local:
         sent_at = time.monotonic()
         denied = denials.lookup(checks, sent_at)
         if denied is not None:
-            _report(denied)
+            _report(denied, started, "local")
             return denied
         seen = denials.generation()
     try:
         client = connection.get_client()
         reply = _run_all(checks, client, record=record, now=now, guarded=True)
     except _BreakerOpen:
-        return _fail_verdict(checks)
+        return _fail_verdict(checks, started if record else None)
     except _ServerFailed as failed:
         error = failed.error
         if isinstance(error, redis.ResponseError) and not isinstance(
@@ -87,10 +89,10 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
             logger.error("ratelimits: the decide script failed for %s: %s", failed.key, error)
         else:  # unreachable, slow, a replica after a failover, a cluster without the slot
             failed.guard.failure(error)
-        return _fail_verdict(checks)
+        return _fail_verdict(checks, started if record else None)
     except ConfigurationError as e:
         breakers.breaker.failure(e)
-        return _fail_verdict(checks)
+        return _fail_verdict(checks, started if record else None)
     _, verdict = verdict_from(checks, reply)
     if local:
         for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
@@ -98,7 +100,7 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
             if blocked_us > 0:
                 denials.remember(check, decision, blocked_us / 1_000_000, sent_at, seen)
     if record:
-        _report(verdict)
+        _report(verdict, started, "redis")
     return verdict
 
 
@@ -219,12 +221,37 @@ def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | Non
     for check in checks:
         args.extend(check.policy.script_args[check.shard])
     keys = [c.key for c in checks]
+    script = _decide_script(client)
+    if type(client) is redis.Redis and client.connection is None:
+        try:
+            return _evalsha_pooled(client, script.sha, keys, args)
+        except redis.exceptions.NoScriptError:
+            pass  # redis-py below loads the script and calls again
     try:
-        return _decide_script(client)(keys=keys, args=args, client=client)
+        return script(keys=keys, args=args, client=client)
     except redis.exceptions.NoScriptError:
         # redis-py loaded the script after a NOSCRIPT and retried, and the script was
         # flushed again in between: send the source itself (EVAL caches it again).
         return client.eval(scripts.decide_source(), len(keys), *keys, *args)
+
+
+def _evalsha_pooled(client: redis.Redis, sha: str, keys: list[str], args: list[str]) -> Any:
+    """``EVALSHA`` on a connection of ``client``'s pool, without redis-py's per-command
+    layers (the ``Script`` wrapper, the retry wrapper, the reply callbacks): they cost
+    about a quarter of the call. The limiter's client retries nothing, so the behaviour
+    is the same; a connection left with a reply unread is closed, never reused."""
+    pool = client.connection_pool
+    pooled = pool.get_connection()
+    try:
+        pooled.send_command("EVALSHA", sha, len(keys), *keys, *args)
+        return pooled.read_response()
+    except redis.exceptions.ResponseError:
+        raise  # the reply was read whole: the connection is fine
+    except BaseException:
+        pooled.disconnect()
+        raise
+    finally:
+        pool.release(pooled)
 
 
 def verdict_from(checks: Sequence[Check], reply: list[int]) -> tuple[int, Verdict]:
@@ -250,7 +277,9 @@ def _decision(check: Check, reply: list[int], index: int) -> Decision:
     )
 
 
-def _fail_verdict(checks: Sequence[Check]) -> Verdict:
+def _fail_verdict(checks: Sequence[Check], started: float | None) -> Verdict:
+    """Each policy's fail mode; ``started`` (``perf_counter``) is the request's start, or
+    ``None`` for a peek, which Prometheus does not count."""
     retry_after = float(app_settings.FAIL_CLOSED_RETRY_AFTER)
     verdict = Verdict(
         tuple(
@@ -272,12 +301,17 @@ def _fail_verdict(checks: Sequence[Check]) -> Verdict:
     )
     stats.count(verdict)
     metrics.record(verdict)
+    if started is not None:
+        prometheus.record(verdict, time.perf_counter() - started, "fallback")
     return verdict
 
 
-def _report(verdict: Verdict) -> None:
+def _report(verdict: Verdict, started: float, source: str) -> None:
+    """Count a recorded request that took from ``started`` (``perf_counter``) until now,
+    answered from ``source`` (see :data:`ratelimits.prometheus.SOURCES`)."""
     stats.count(verdict)
     metrics.record(verdict)
+    prometheus.record(verdict, time.perf_counter() - started, source)
     for decision in verdict.decisions:
         if decision.shadow_denied:
             logger.info(
