@@ -36,6 +36,9 @@ GLOBAL = "global"
 _READABLE_PK = re.compile(r"[A-Za-z0-9_-]{1,40}")
 _HASHED = re.compile(r"(u#|h:)[0-9a-f]{32}")
 UNKNOWN_IP = "ip:unknown"
+# An IPv4 address exactly as ipaddress prints it (no leading zeros, each octet <= 255).
+_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_DOTTED_QUAD = re.compile(rf"{_OCTET}(\.{_OCTET}){{3}}")
 
 
 @functools.cache
@@ -63,6 +66,8 @@ def user_identity(pk: Any) -> str:
 
 def ip_identity(address: str) -> str:
     """``ip:<address>``; IPv6 grouped to its network; anything unparsable is ``ip:unknown``."""
+    if _DOTTED_QUAD.fullmatch(address):  # the usual case, without building an object
+        return f"ip:{address}"
     try:
         ip = ipaddress.ip_address(address.strip())
     except ValueError:

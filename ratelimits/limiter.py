@@ -187,7 +187,7 @@ def _run_all(
 
 def _slot_groups(client: Client, checks: Sequence[Check]) -> list[list[int]]:
     """Indexes of ``checks`` grouped by hash slot (one group on a single server)."""
-    if not connection.is_cluster(client) or len(checks) == 1:
+    if len(checks) == 1 or not connection.is_cluster(client):
         return [list(range(len(checks)))]
     by_slot: dict[int, list[int]] = {}
     for index, check in enumerate(checks):
