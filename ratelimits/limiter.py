@@ -22,7 +22,7 @@ import redis
 from redis.commands.core import Script
 
 from ratelimits import breaker as breakers
-from ratelimits import connection, denials, metrics, prometheus, scripts, stats
+from ratelimits import connection, denials, metrics, prometheus, scripts
 from ratelimits.conf import app_settings
 from ratelimits.connection import Client
 from ratelimits.decision import Decision, Verdict
@@ -299,7 +299,6 @@ def _fail_verdict(checks: Sequence[Check], started: float | None) -> Verdict:
             for c in checks
         )
     )
-    stats.count(verdict)
     metrics.record(verdict)
     if started is not None:
         prometheus.record(verdict, time.perf_counter() - started, "fallback")
@@ -309,7 +308,6 @@ def _fail_verdict(checks: Sequence[Check], started: float | None) -> Verdict:
 def _report(verdict: Verdict, started: float, source: str) -> None:
     """Count a recorded request that took from ``started`` (``perf_counter``) until now,
     answered from ``source`` (see :data:`ratelimits.prometheus.SOURCES`)."""
-    stats.count(verdict)
     metrics.record(verdict)
     prometheus.record(verdict, time.perf_counter() - started, source)
     for decision in verdict.decisions:

@@ -11,7 +11,7 @@ pipelined round trip::
 where ``minute`` is ``int(time.time() // 60)`` on the app server when the request was
 decided. :func:`series` and :func:`denied_since` read the hashes back for the admin.
 
-Outcomes are those of :mod:`ratelimits.stats`, per decision (a request under three
+Outcomes (also the Prometheus counters' ``outcome`` label), per decision (a request under three
 policies counts once in each):
 
 ``allowed``         the policy admitted the request and it went through

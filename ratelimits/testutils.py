@@ -326,10 +326,9 @@ class RedisClusterServers(_StartedServers):
 def reset_state() -> None:
     """Forget the policy table, the Redis client, the breakers and the unsent request
     counts (stopping the metrics flusher) of this process."""
-    from ratelimits import breaker, connection, metrics, policy_table, stats
+    from ratelimits import breaker, connection, metrics, policy_table
 
     metrics.reset()
     policy_table.reset()
     connection.reset()
     breaker.reset_all()
-    stats.clear()
