@@ -87,6 +87,9 @@ def test_ratelimits_unset_uses_the_defaults() -> None:
         ("IPV6_PREFIX", -1),
         ("BREAKER_THRESHOLD", 0),
         ("BREAKER_THRESHOLD", 2.5),
+        ("EXEMPT_NETWORKS", "10.0.0.0/8"),
+        ("EXEMPT_NETWORKS", ["10.0.0.0/8", "10.0.0.300/32"]),
+        ("EXEMPT_NETWORKS", [10]),
     ],
 )
 def test_bad_value_is_e002_naming_the_setting(setting: str, value: Any) -> None:
