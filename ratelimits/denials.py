@@ -37,7 +37,9 @@ from ratelimits.decision import Decision, Verdict
 if TYPE_CHECKING:
     from ratelimits.limiter import Check
 
-_Slot = tuple[str, str, int]  # (policy, identity, shard)
+# (policy, identity, shard, limit): the limit too, because overrides can give clients
+# sharing one key (users behind one address, under a per-address policy) different limits.
+_Slot = tuple[str, str, int, int]
 
 _lock = threading.Lock()
 _until: dict[_Slot, tuple[float, Decision]] = {}
@@ -45,7 +47,7 @@ _generation = 0
 
 
 def _slot(check: Check) -> _Slot:
-    return (check.policy.name, check.identity, check.shard)
+    return (check.policy.name, check.identity, check.shard, check.policy.limit)
 
 
 def generation() -> int:

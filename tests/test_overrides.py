@@ -237,3 +237,15 @@ def test_a_group_membership_change_reaches_another_worker_within_the_bound(alice
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_a_remembered_denial_does_not_hold_a_client_with_a_higher_limit_on_the_same_key(
+    client, alice
+):
+    """Under a per-address policy, a user behind the same address with a higher limit is
+    decided by Redis, not by the denial this worker remembers for the address."""
+    policy = make(key="ip", limit=2)
+    PolicyOverride.objects.create(policy=policy, user=alice, limit=5)
+    assert admitted(client, REMOTE_ADDR="198.51.100.3") == 2  # the address is now denied
+    client.force_login(alice)
+    assert admitted(client, REMOTE_ADDR="198.51.100.3") == 3  # 5 on the same key, 2 used
