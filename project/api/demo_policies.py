@@ -38,3 +38,8 @@ DEMO_POLICIES = [
         "key": "user_or_ip",
     },
 ]
+
+#: Demo overrides: (policy name, group name, fields). The group is created if missing.
+DEMO_GROUP_OVERRIDES = [
+    ("search", "partners", {"limit": 200, "comment": "Partner plan: 10x the search limit."}),
+]
