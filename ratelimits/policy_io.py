@@ -22,6 +22,18 @@ other fields are strings), then with the model's own ``full_clean()``: the norma
 ``Policy.normalize()``, the field validators and the database check constraints. Every
 problem of every row is collected and reported in one :class:`PolicyFileError`.
 
+**Overrides.** Each exported row has ``overrides``: the policy's overrides (see
+:class:`~ratelimits.models.PolicyOverride`), one mapping each, naming the client by
+``user`` (username), ``group`` (name) or ``identity`` (the stored form: ``ip:...`` or
+``h:<32 hex>``, a hashed API key; never the key itself, which is not stored), with
+``limit`` or ``exempt: true`` and ``comment`` when there is one; sorted users, groups,
+identities, each by name. On import a row's ``overrides`` list replaces that policy's
+overrides: missing ones are deleted, new ones created, changed ones updated, the others
+left alone. A row without the key leaves the policy's overrides as they are (files
+written before overrides existed). Users and groups are found by username and name; an
+identity is normalised as the admin does (an API key typed in a file is hashed); every
+override is checked with the model's ``full_clean()`` before anything is written.
+
 YAML needs PyYAML and is read with ``yaml.safe_load`` only, so tags such as
 ``!!python/object`` are refused, never executed. JSON needs nothing beyond the standard
 library. Duplicate keys inside a JSON object are refused; PyYAML's ``safe_load`` keeps the
@@ -37,10 +49,14 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
+from django.db.models import Prefetch, prefetch_related_objects
 
-from ratelimits.models import Policy
+from ratelimits import override_identity
+from ratelimits.models import Policy, PolicyOverride
 
 FORMATS = ("json", "yaml")
 FIELDS: tuple[str, ...] = (
@@ -57,6 +73,13 @@ FIELDS: tuple[str, ...] = (
     "shards",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
+#: A row's list of overrides (optional on import: without it, overrides are left alone).
+OVERRIDES = "overrides"
+#: Who an override names: exactly one of these in each override of a file.
+OVERRIDE_TARGETS: tuple[str, ...] = ("user", "group", "identity")
+OVERRIDE_FIELDS: tuple[str, ...] = (*OVERRIDE_TARGETS, "limit", "exempt", "comment")
+#: The override fields an import compares and writes (the target is how rows are matched).
+_OVERRIDE_VALUES: tuple[str, ...] = ("limit", "exempt", "comment")
 VERSION = 1
 
 _EXTENSIONS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
@@ -119,10 +142,47 @@ def _row(policy: Policy) -> dict[str, Any]:
     return {name: getattr(policy, name) for name in FIELDS}
 
 
+def _override_row(override: PolicyOverride) -> dict[str, Any]:
+    """An override as a file holds it: its client, then ``limit`` or ``exempt``, then a
+    ``comment`` if it has one."""
+    row: dict[str, Any]
+    if override.user_id is not None:
+        row = {"user": override.user.get_username()}
+    elif override.group_id is not None:
+        row = {"group": override.group.name}
+    else:
+        row = {"identity": override.identity}
+    if override.exempt:
+        row["exempt"] = True
+    else:
+        row["limit"] = override.limit
+    if override.comment:
+        row["comment"] = override.comment
+    return row
+
+
+def _override_order(row: dict[str, Any]) -> tuple[int, str]:
+    kind = next(index for index, name in enumerate(OVERRIDE_TARGETS) if name in row)
+    return kind, row[OVERRIDE_TARGETS[kind]]
+
+
 def dump_policies(policies: Iterable[Policy], fmt: str) -> str:
-    """The text of a policy file holding ``policies`` (sorted by name) in ``fmt``."""
+    """The text of a policy file holding ``policies`` (sorted by name) in ``fmt``, each
+    with its overrides (read in two queries, or none when already prefetched)."""
     fmt = _check_format(fmt)
-    rows = [_row(policy) for policy in sorted(policies, key=lambda policy: policy.name)]
+    ordered = sorted(policies, key=lambda policy: policy.name)
+    overrides = PolicyOverride.objects.select_related("user", "group")
+    prefetch_related_objects(ordered, Prefetch(OVERRIDES, queryset=overrides))
+    rows = [
+        {
+            **_row(policy),
+            OVERRIDES: sorted(
+                (_override_row(override) for override in policy.overrides.all()),
+                key=_override_order,
+            ),
+        }
+        for policy in ordered
+    ]
     document = {"version": VERSION, "policies": rows}
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
@@ -238,6 +298,25 @@ def parse_document(text: str, fmt: str, source: str) -> list[dict[str, Any]]:
 
 
 @dataclass
+class OverridePlan:
+    """What an import would do to one policy's overrides."""
+
+    created: list[PolicyOverride] = field(default_factory=list)
+    updated: list[tuple[PolicyOverride, list[str]]] = field(default_factory=list)
+    unchanged: list[PolicyOverride] = field(default_factory=list)
+    deleted: list[PolicyOverride] = field(default_factory=list)
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.created or self.updated or self.deleted)
+
+    def summary(self) -> str:
+        """``"2 created, 1 deleted"``: the counts that are not zero."""
+        counts = (("created", self.created), ("updated", self.updated), ("deleted", self.deleted))
+        return ", ".join(f"{len(found)} {verb}" for verb, found in counts if found)
+
+
+@dataclass
 class ImportPlan:
     """What an import would do; nothing is written until :func:`apply_import`."""
 
@@ -245,11 +324,30 @@ class ImportPlan:
     updated: list[tuple[Policy, list[str]]] = field(default_factory=list)
     unchanged: list[Policy] = field(default_factory=list)
     pruned: list[Policy] = field(default_factory=list)
+    #: By policy name: the overrides of each row that has ``overrides``, and of each pruned
+    #: policy that has some (all deleted).
+    overrides: dict[str, OverridePlan] = field(default_factory=dict)
 
     @property
     def changes(self) -> bool:
         """Whether applying the plan would write anything."""
-        return bool(self.created or self.updated or self.pruned)
+        return bool(self.created or self.updated or self.pruned) or any(
+            found.changes for found in self.overrides.values()
+        )
+
+    def override_changes(self, policy: Policy) -> OverridePlan | None:
+        """The changes to ``policy``'s overrides, ``None`` when there are none."""
+        found = self.overrides.get(policy.name)
+        return found if found is not None and found.changes else None
+
+    def override_counts(self) -> tuple[int, int, int]:
+        """Overrides created, updated and deleted, over every policy."""
+        plans = self.overrides.values()
+        return (
+            sum(len(found.created) for found in plans),
+            sum(len(found.updated) for found in plans),
+            sum(len(found.deleted) for found in plans),
+        )
 
 
 def _type_problem(name: str, value: Any) -> str | None:
@@ -281,6 +379,11 @@ def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPla
     """
     existing = {policy.name: policy for policy in Policy.objects.all()}
     defaults = {name: Policy._meta.get_field(name).get_default() for name in FIELDS}
+    stored_overrides: dict[int, list[PolicyOverride]] = {}
+    if prune or any(isinstance(row, dict) and OVERRIDES in row for row in rows):
+        for override in PolicyOverride.objects.select_related("user", "group").order_by("pk"):
+            stored_overrides.setdefault(override.policy_id, []).append(override)
+    targets = _Targets.named_in(rows)
     plan = ImportPlan()
     problems: list[str] = []
     first_row: dict[str, int] = {}
@@ -298,11 +401,11 @@ def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPla
         row_problems: list[str] = []
         bad: set[str] = set()
 
-        unknown = [key for key in row if key not in FIELDS]
+        unknown = [key for key in row if key not in FIELDS and key != OVERRIDES]
         if unknown:
             row_problems.append(
                 f"unknown field(s) {', '.join(map(repr, unknown))}; "
-                f"the fields are {', '.join(FIELDS)}."
+                f"the fields are {', '.join(FIELDS)}, {OVERRIDES}."
             )
         for required in REQUIRED_FIELDS:
             if required not in row:
@@ -349,9 +452,16 @@ def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPla
         except ValidationError as e:
             row_problems.extend(_validation_lines(e))
 
+        overrides = None
+        if OVERRIDES in row:
+            stored_list = stored_overrides.get(stored.pk, []) if stored is not None else []
+            overrides, found = _plan_overrides(row[OVERRIDES], policy, stored_list, targets)
+            row_problems.extend(found)
+
         if row_problems:
             problems.extend(f"{label}: {problem}" for problem in row_problems)
-        elif before is None:
+            continue
+        if before is None:
             plan.created.append(policy)
         else:
             changed = [fname for fname in FIELDS if getattr(policy, fname) != before[fname]]
@@ -359,12 +469,174 @@ def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPla
                 plan.updated.append((policy, changed))
             else:
                 plan.unchanged.append(policy)
+        if overrides is not None:
+            plan.overrides[policy.name] = overrides
 
     if problems:
         raise PolicyFileError(problems)
     if prune:
         plan.pruned = [policy for name, policy in sorted(existing.items()) if name not in first_row]
+        for policy in plan.pruned:
+            if stored_overrides.get(policy.pk):
+                plan.overrides[policy.name] = OverridePlan(deleted=stored_overrides[policy.pk])
     return plan
+
+
+@dataclass
+class _Targets:
+    """The users and groups a file's overrides name, read in one query each."""
+
+    users: dict[str, Any]
+    groups: dict[str, Group]
+
+    @classmethod
+    def named_in(cls, rows: list[Any]) -> _Targets:
+        names: dict[str, set[str]] = {"user": set(), "group": set()}
+        for row in rows:
+            entries = row.get(OVERRIDES) if isinstance(row, dict) else None
+            for entry in entries if isinstance(entries, list) else ():
+                for kind, found in names.items():
+                    value = entry.get(kind) if isinstance(entry, dict) else None
+                    if isinstance(value, str):
+                        found.add(value)
+        users: dict[str, Any] = {}
+        if names["user"]:
+            model = get_user_model()
+            lookup = {f"{model.USERNAME_FIELD}__in": names["user"]}
+            users = {user.get_username(): user for user in model._default_manager.filter(**lookup)}
+        groups: dict[str, Group] = {}
+        if names["group"]:
+            groups = {group.name: group for group in Group.objects.filter(name__in=names["group"])}
+        return cls(users, groups)
+
+
+def _target_of(override: PolicyOverride) -> tuple[str, Any]:
+    """Who ``override`` names, as imports match overrides: ``("user", pk)``..."""
+    if override.user_id is not None:
+        return "user", override.user_id
+    if override.group_id is not None:
+        return "group", override.group_id
+    return "identity", override.identity
+
+
+def _plan_overrides(
+    entries: Any, policy: Policy, stored: list[PolicyOverride], targets: _Targets
+) -> tuple[OverridePlan | None, list[str]]:
+    """Match a row's ``overrides`` to ``policy``'s stored ones by the client they name and
+    validate each; returns the plan and the problems (``override N: field: message``)."""
+    if not isinstance(entries, list):
+        return None, [f"{OVERRIDES}: must be a list of overrides, not {_describe(entries)}."]
+    remaining = {_target_of(override): override for override in stored}
+    plan = OverridePlan()
+    problems: list[str] = []
+    first: dict[tuple[str, Any], int] = {}
+    for index, entry in enumerate(entries, start=1):
+        where = f"override {index}"
+        try:
+            target, shown, values = _read_override(entry, policy, targets)
+        except PolicyFileError as e:
+            problems.extend(f"{where}: {problem}" for problem in e.problems)
+            continue
+        if target in first:
+            problems.append(
+                f"{where}: {target[0]}: {shown} is also override {first[target]}; "
+                "a policy has one override per client."
+            )
+            continue
+        first[target] = index
+        override = remaining.pop(target, None)
+        before = None
+        if override is None:
+            override = PolicyOverride(**values)
+        else:
+            before = {name: getattr(override, name) for name in _OVERRIDE_VALUES}
+            for name in _OVERRIDE_VALUES:
+                setattr(override, name, values[name])
+        override.policy = policy  # as the file has it: its key normalises the identity
+        try:
+            # A new policy has no pk yet; the file's own duplicates are refused above.
+            override.full_clean(exclude=["policy"] if policy.pk is None else None)
+        except ValidationError as e:
+            problems.extend(f"{where}: {line}" for line in _validation_lines(e))
+            continue
+        if before is None:
+            plan.created.append(override)
+            continue
+        changed = [name for name in _OVERRIDE_VALUES if getattr(override, name) != before[name]]
+        if changed:
+            plan.updated.append((override, changed))
+        else:
+            plan.unchanged.append(override)
+    plan.deleted = list(remaining.values())
+    return plan, problems
+
+
+def _read_override(
+    entry: Any, policy: Policy, targets: _Targets
+) -> tuple[tuple[str, Any], str, dict[str, Any]]:
+    """``(target, how to name it, model field values)`` of one override of a file;
+    :class:`PolicyFileError` with every problem found."""
+    if not isinstance(entry, dict):
+        raise PolicyFileError(
+            f"expected a mapping of field names to values, not {_describe(entry)}."
+        )
+    problems: list[str] = []
+    unknown = [key for key in entry if key not in OVERRIDE_FIELDS]
+    if unknown:
+        problems.append(
+            f"unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"the fields are {', '.join(OVERRIDE_FIELDS)}."
+        )
+    values: dict[str, Any] = {
+        "limit": entry.get("limit"),
+        "exempt": entry.get("exempt", False),
+        "comment": entry.get("comment", ""),
+    }
+    if values["limit"] is not None and type(values["limit"]) is not int:
+        problems.append(f"limit: must be an integer, not {_describe(values['limit'])}.")
+    if not isinstance(values["exempt"], bool):
+        problems.append(f"exempt: must be true or false, not {_describe(values['exempt'])}.")
+    if not isinstance(values["comment"], str):
+        problems.append(f"comment: must be a string, not {_describe(values['comment'])}.")
+
+    named = [kind for kind in OVERRIDE_TARGETS if kind in entry]
+    target: tuple[str, Any] | None = None
+    shown = ""
+    if len(named) != 1:
+        problems.append(
+            f"name exactly one of user, group or identity, not {' and '.join(named)}."
+            if named
+            else "name the client: a user, a group or an identity."
+        )
+    elif not isinstance(entry[named[0]], str) or not entry[named[0]].strip():
+        problems.append(f"{named[0]}: must be a name, not {_describe(entry[named[0]])}.")
+    else:
+        kind, text = named[0], entry[named[0]]
+        if kind == "user":
+            user = targets.users.get(text)
+            if user is None:
+                problems.append(f"user: there is no user {text!r}.")
+            else:
+                target, shown, values["user"] = ("user", user.pk), repr(text), user
+        elif kind == "group":
+            group = targets.groups.get(text)
+            if group is None:
+                problems.append(f"group: there is no group {text!r}.")
+            else:
+                target, shown, values["group"] = ("group", group.pk), repr(text), group
+        else:
+            try:
+                stored = override_identity.normalize(text, policy.key or "")
+            except ValueError as e:
+                problems.append(f"identity: {e}")
+            else:
+                target = ("identity", stored)
+                shown = override_identity.describe(stored)
+                values["identity"] = stored
+    if problems:
+        raise PolicyFileError(problems)
+    assert target is not None
+    return target, shown, values
 
 
 def apply_import(plan: ImportPlan) -> None:
@@ -374,5 +646,12 @@ def apply_import(plan: ImportPlan) -> None:
             policy.save()
         for policy, changed in plan.updated:
             policy.save(update_fields=[*changed, "updated_at"])
+        for found in plan.overrides.values():
+            for override in found.deleted:
+                override.delete()
+            for override, changed in found.updated:
+                override.save(update_fields=[*changed, "updated_at"])
+            for override in found.created:
+                override.save()
         for policy in plan.pruned:
             policy.delete()

@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
 
 from ratelimits import policy_io
 from ratelimits.cli import output
 from ratelimits.cli.prompt import confirm
-from ratelimits.models import Policy
+from ratelimits.models import Policy, PolicyOverride
 
 POLICY_COLUMNS = (
     "name",
@@ -27,10 +28,14 @@ POLICY_COLUMNS = (
 
 
 def run_policies(command: BaseCommand, options: dict[str, Any]) -> None:
-    policies = list(Policy.objects.order_by("name"))
+    policies = list(Policy.objects.annotate(override_count=Count("overrides")).order_by("name"))
     if options["json"]:
         rows = [
-            {**{f: getattr(p, f) for f in policy_io.FIELDS}, "rate": p.rate_display}
+            {
+                **{f: getattr(p, f) for f in policy_io.FIELDS},
+                "rate": p.rate_display,
+                "overrides": p.override_count,
+            }
             for p in policies
         ]
         command.stdout.write(output.as_json(rows))
@@ -52,7 +57,12 @@ def run_policies(command: BaseCommand, options: dict[str, Any]) -> None:
         ]
         for p in policies
     ]
-    command.stdout.write(output.table(POLICY_COLUMNS, rows))
+    columns = POLICY_COLUMNS
+    if any(p.override_count for p in policies):  # like keys' note: only when it says something
+        columns += ("overrides",)
+        for row, policy in zip(rows, policies, strict=True):
+            row.append(policy.override_count)
+    command.stdout.write(output.table(columns, rows, numeric=("overrides",)))
 
 
 def run_export(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -67,7 +77,9 @@ def run_export(command: BaseCommand, options: dict[str, Any]) -> None:
         Path(path).write_text(document, encoding="utf-8")
     except OSError as e:
         raise CommandError(f"Cannot write {path}: {e.strerror or e}.") from None
-    command.stdout.write(f"Exported {len(policies)} policies to {path} ({fmt}).")
+    overrides = sum(len(policy.overrides.all()) for policy in policies)  # prefetched
+    counted = f" with {overrides} overrides" if overrides else ""
+    command.stdout.write(f"Exported {len(policies)} policies{counted} to {path} ({fmt}).")
 
 
 def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -95,22 +107,57 @@ def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
         names = ", ".join(p.name for p in plan.pruned)
         confirm(f"Delete {len(plan.pruned)} policies missing from {source} ({names})?")
     policy_io.apply_import(plan)
-    command.stdout.write(
-        f"Imported {source}: {len(plan.created)} created, {len(plan.updated)} updated, "
-        f"{len(plan.unchanged)} unchanged, {len(plan.pruned)} deleted."
+    # A policy whose overrides changed counts as updated, whatever its own fields did.
+    touched = [p for p in plan.unchanged if plan.override_changes(p)]
+    summary = (
+        f"Imported {source}: {len(plan.created)} created, "
+        f"{len(plan.updated) + len(touched)} updated, "
+        f"{len(plan.unchanged) - len(touched)} unchanged, {len(plan.pruned)} deleted"
     )
+    created, updated, deleted = plan.override_counts()
+    if created or updated or deleted:
+        summary += f"; overrides: {created} created, {updated} updated, {deleted} deleted"
+    command.stdout.write(summary + ".")
 
 
 def _report(command: BaseCommand, plan: policy_io.ImportPlan, *, dry_run: bool) -> None:
+    """One line per policy, then one per override it creates, updates or deletes."""
     would = "would be " if dry_run else ""
+    write = command.stdout.write
+
+    def policy_line(verb: str, policy: Policy, fields: list[str] | None = None) -> None:
+        overrides = plan.override_changes(policy)
+        notes = [", ".join(fields)] if fields else []
+        if overrides is not None:
+            notes.append(f"overrides: {overrides.summary()}")
+            verb = verb if verb != "unchanged" else "updated"
+        prefix = "" if verb == "unchanged" else would
+        write(f"{prefix}{verb}: {policy.name}" + (f" ({'; '.join(notes)})" if notes else ""))
+        if overrides is None:
+            return
+        for override in overrides.created:
+            write(f"  {would}created: override {_override_text(override, policy)}")
+        for override, changed in overrides.updated:
+            text = _override_text(override, policy)
+            write(f"  {would}updated: override {text} ({', '.join(changed)})")
+        for override in overrides.deleted:
+            write(f"  {would}deleted: override {_override_text(override, policy)}")
+
     for policy in plan.created:
-        command.stdout.write(f"{would}created: {policy.name}")
+        policy_line("created", policy)
     for policy, fields in plan.updated:
-        command.stdout.write(f"{would}updated: {policy.name} ({', '.join(fields)})")
+        policy_line("updated", policy, fields)
     for policy in plan.unchanged:
-        command.stdout.write(f"unchanged: {policy.name}")
+        policy_line("unchanged", policy)
     for policy in plan.pruned:
-        command.stdout.write(f"{would}deleted: {policy.name}")
+        policy_line("deleted", policy)
+
+
+def _override_text(override: PolicyOverride, policy: Policy) -> str:
+    """``user alice: 100 per 60 s``, ``API key (hashed 1a2b3c4d…): exempt``: who, and the
+    rate at the policy's window as the file has it (never a secret: only hashes exist)."""
+    rate = "exempt" if override.exempt else f"{override.limit} per {policy.window} s"
+    return f"{override.target_display}: {rate}"
 
 
 def _format(path: str | None, explicit: str | None) -> str:
