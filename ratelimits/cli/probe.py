@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -10,8 +11,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
-from ratelimits import connection, identity, limiter, policy_table
+from ratelimits import connection, exemptions, identity, limiter, overrides, policy_table
 from ratelimits.cli import output
+from ratelimits.models import PolicyOverride
 from ratelimits.policy_table import CompiledPolicy
 
 COLUMNS = (
@@ -25,6 +27,13 @@ COLUMNS = (
     "remaining",
     "next",
 )
+#: With overrides among the matched policies, which one applied goes after the identity.
+OVERRIDE_COLUMNS = (*COLUMNS[:6], "override", *COLUMNS[6:])
+#: ``override`` of a client that ``EXEMPT_NETWORKS`` exempts from every policy.
+EXEMPT_NETWORKS = "EXEMPT_NETWORKS"
+#: A limit no override can have (above ``MAX_LIMIT``), standing for an exemption while
+#: :func:`_exempted_by` asks the overrides which rule applies.
+_EXEMPT_MARK = 2**62
 
 
 def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -37,19 +46,29 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
     policies = policy_table.load_table().match(
         method=method, path=path, scope=scope, url_name=url_name
     )
-    checks, skipped = [], []
+    exempt_network = exemptions.is_exempt(request)
+    user_key = overrides.user_key(request)
+    checks: list[limiter.Check] = []
+    exempt: list[tuple[CompiledPolicy, str, str]] = []  # (policy, identity, which rule)
+    skipped: list[tuple[CompiledPolicy, str]] = []
     for policy in policies:
         who = identity.request_identity(policy.key_kind, request, policy.header_meta_key)
         if who is None:
             skipped.append((policy, "does not count anonymous requests (give --user)"))
         elif who == identity.UNKNOWN_IP and options["ip"] is None:
             skipped.append((policy, "counts by address (give --ip)"))
+        elif exempt_network:  # the throttle applies no policy to these addresses
+            exempt.append((policy, who, EXEMPT_NETWORKS))
         else:
-            checks.append(limiter.Check(policy, who))
+            applied = policy.for_client(user_key, who)
+            if applied is None:
+                exempt.append((policy, who, _exempted_by(policy, request.user, user_key, who)))
+            else:
+                checks.append(limiter.Check(applied, who))
     _, verdict = limiter.peek(checks, connection.get_tool_client())
     if options["json"]:
         command.stdout.write(
-            output.as_json(_record(method, path, scope, url_name, verdict, skipped))
+            output.as_json(_record(method, path, scope, url_name, checks, verdict, exempt, skipped))
         )
         return
     write = command.stdout.write
@@ -63,11 +82,21 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
             next_request = "allowed"
         else:
             next_request = f"denied ({output.seconds(decision.retry_after)})"
-        rows.append(
-            _row(check.policy, decision.identity, decision.count, decision.available, next_request)
-        )
-    rows.extend(_row(policy, None, None, None, f"not counted: {why}") for policy, why in skipped)
-    write(output.table(COLUMNS, rows, numeric=("count", "remaining")))
+        applied = check.policy
+        cells = (decision.count, decision.available, next_request)
+        rows.append(_row(applied, decision.identity, applied.override or "-", *cells))
+    for policy, who, rule in exempt:
+        cells = (None, None, "not counted: exempt")
+        rows.append(_row(policy, who, f"exempt ({rule})", *cells, rate="-"))
+    rows.extend(
+        _row(policy, None, "-", None, None, f"not counted: {why}") for policy, why in skipped
+    )
+    columns = OVERRIDE_COLUMNS
+    # Like keys' note column: the override column only when a policy has overrides.
+    if not exempt_network and all(policy.overrides is None for policy in policies):
+        columns = COLUMNS
+        rows = [row[:6] + row[7:] for row in rows]
+    write(output.table(columns, rows, numeric=("count", "remaining")))
     if verdict.allowed:
         write("The next request would be allowed.")
     else:
@@ -78,10 +107,37 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
         )
 
 
-def _row(policy: CompiledPolicy, *cells: Any) -> list[Any]:
+def _row(policy: CompiledPolicy, *cells: Any, rate: str | None = None) -> list[Any]:
+    """A row of :data:`OVERRIDE_COLUMNS`: the policy (as applied), then ``cells``."""
     mode = "enforce" if policy.enforce else "shadow"
-    rate = f"{policy.limit} per {policy.window} s"
+    rate = rate or f"{policy.limit} per {policy.window} s"
     return [policy.name, policy.endpoint, rate, policy.algorithm, mode, *cells]
+
+
+def _exempted_by(policy: CompiledPolicy, user: Any, user_key: str | None, who: str) -> str:
+    """Which override exempts this client from ``policy`` ("user alice", "10.0.0.0/8").
+
+    An exemption compiles to ``None``, which names no rule; so the policy's overrides are
+    compiled again with each exemption as a labelled limit above any real one (as
+    generous as an exemption when a user's groups compete) and resolved the same way."""
+    rows = []
+    for row in PolicyOverride.objects.filter(policy__name=policy.name).select_related(
+        "user", "group"
+    ):
+        if row.exempt:
+            row.exempt, row.limit = False, _EXEMPT_MARK
+        rows.append(row)
+    wanted = {row.group_id for row in rows if row.group_id is not None}
+    members: dict[int, frozenset[str]] = {}
+    if wanted and user_key is not None and hasattr(user, "groups"):
+        mine = set(user.groups.filter(pk__in=wanted).values_list("pk", flat=True))
+        members = {pk: frozenset({user_key}) for pk in mine}
+    plain = replace(policy, overrides=None)
+    compiled = overrides.compile_rules(plain, rows, members)
+    found = compiled.resolve(plain, user_key, who) if compiled is not None else None
+    if found is None or found.limit != _EXEMPT_MARK:
+        return "an override"  # the overrides changed since the table was read
+    return found.override
 
 
 def _view_names(path: str) -> tuple[str | None, str | None]:
@@ -119,7 +175,14 @@ def _user(username: str) -> Any:
 
 
 def _record(
-    method: str, path: str, scope: str | None, url_name: str | None, verdict: Any, skipped: list
+    method: str,
+    path: str,
+    scope: str | None,
+    url_name: str | None,
+    checks: list[limiter.Check],
+    verdict: Any,
+    exempt: list[tuple[CompiledPolicy, str, str]],
+    skipped: list[tuple[CompiledPolicy, str]],
 ) -> dict[str, Any]:
     return {
         "method": method,
@@ -139,8 +202,26 @@ def _record(
                 "remaining": d.available,
                 "allowed": d.allowed,
                 "retry_after": d.retry_after,
+                "override": check.policy.override or None,
+                "exempt": False,
             }
-            for d in verdict.decisions
+            for check, d in zip(checks, verdict.decisions, strict=True)
+        ]
+        + [
+            {
+                "policy": p.name,
+                "identity": who,
+                "enforce": p.enforce,
+                "limit": None,
+                "window": p.window,
+                "count": None,
+                "remaining": None,
+                "allowed": True,
+                "retry_after": None,
+                "override": rule,
+                "exempt": True,
+            }
+            for p, who, rule in exempt
         ]
         + [{"policy": p.name, "identity": None, "skipped": why} for p, why in skipped],
     }
