@@ -147,7 +147,8 @@ def _report(command: BaseCommand, plan: policy_io.ImportPlan, *, dry_run: bool) 
         policy_line("created", policy)
     for policy, fields in plan.updated:
         policy_line("updated", policy, fields)
-    for policy in plan.unchanged:
+    # Policies whose overrides alone change come with the updated ones.
+    for policy in sorted(plan.unchanged, key=lambda p: plan.override_changes(p) is None):
         policy_line("unchanged", policy)
     for policy in plan.pruned:
         policy_line("deleted", policy)
