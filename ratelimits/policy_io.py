@@ -168,7 +168,7 @@ def _override_order(row: dict[str, Any]) -> tuple[int, str]:
 
 def dump_policies(policies: Iterable[Policy], fmt: str) -> str:
     """The text of a policy file holding ``policies`` (sorted by name) in ``fmt``, each
-    with its overrides (read in two queries, or none when already prefetched)."""
+    with its overrides (read in one query, none when they are already prefetched)."""
     fmt = _check_format(fmt)
     ordered = sorted(policies, key=lambda policy: policy.name)
     overrides = PolicyOverride.objects.select_related("user", "group")
