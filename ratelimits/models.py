@@ -293,9 +293,10 @@ class PolicyOverride(models.Model):
     def normalize(self) -> None:
         """Store the identity in its matched form: addresses normalised, API keys hashed.
         A value that names nothing is left as typed, for :meth:`clean` to refuse."""
-        if self.identity and self.policy_id is not None:
+        policy = self._policy()
+        if self.identity and policy is not None:
             with contextlib.suppress(ValueError):
-                self.identity = override_identity.normalize(self.identity, self.policy.key)
+                self.identity = override_identity.normalize(self.identity, policy.key)
 
     def clean(self) -> None:
         super().clean()
@@ -303,9 +304,10 @@ class PolicyOverride(models.Model):
         targets = [self.user_id is not None, self.group_id is not None, bool(self.identity)]
         if sum(targets) != 1:
             errors["__all__"] = "Name exactly one of a user, a group or an identity."
-        if self.identity and self.policy_id is not None:
+        policy = self._policy()
+        if self.identity and policy is not None:
             try:
-                self.identity = override_identity.normalize(self.identity, self.policy.key)
+                self.identity = override_identity.normalize(self.identity, policy.key)
             except ValueError as e:
                 errors["identity"] = str(e)
         if self.exempt and self.limit is not None:
@@ -314,6 +316,13 @@ class PolicyOverride(models.Model):
             errors["limit"] = "Give a limit, or tick exempt."
         if errors:
             raise ValidationError(errors)
+
+    def _policy(self) -> Policy | None:
+        """The policy, saved or not yet (an inline on the add page); ``None`` when unset."""
+        try:
+            return self.policy
+        except Policy.DoesNotExist:
+            return None
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # Hashing here too keeps a secret out of the table whichever way the row arrives.

@@ -45,6 +45,11 @@ def normalize(text: str, policy_key: str) -> str:
     text = (text or "").strip()
     if not text:
         return ""
+    if policy_key in ("user", "global"):
+        raise ValueError(
+            f"A policy keyed by {policy_key} never counts clients by address or API key: "
+            "name a user or a group instead."
+        )
     if _HASHED.fullmatch(text):
         return text
     network = _network(text.removeprefix("ip:"))
@@ -52,11 +57,11 @@ def normalize(text: str, policy_key: str) -> str:
         if network.num_addresses == 1 and network.version == 4:
             return f"ip:{network.network_address}"
         return f"ip:{network}"
+    if text.startswith("ip:"):  # not an API key that happens to start so: a typo
+        raise ValueError(f"{text!r} is not an IP address or network.")
     header = validators.header_name(policy_key)
     if header:
         return identity.header_identity(identity.meta_key(header), text)
-    if text.startswith("ip:"):
-        raise ValueError(f"{text!r} is not an IP address or network.")
     raise ValueError(
         "Not an IP address or network (203.0.113.7, 10.0.0.0/8). API keys apply to "
         "policies keyed by header:NAME."

@@ -3,7 +3,7 @@
 The table compiles each policy's ``PolicyOverride`` rows into :class:`Overrides` when it
 loads (with the members of every group an override names), so a request only does
 dictionary lookups. A rule is the policy with the override's limit (same key, same
-window, ``override`` naming the rule), or ``None`` for an exemption. The most specific
+window, ``override`` naming the rule), or an :class:`Exemption`. The most specific
 rule wins: the request's user, then a group the user is in (the most generous of several),
 then its identity exactly (an address, a hashed API key), then the narrowest network
 holding it, then the policy itself.
@@ -19,7 +19,7 @@ import ipaddress
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ratelimits import override_identity
 
@@ -33,19 +33,35 @@ _MISSING: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
+class Exemption:
+    """An override that exempts its clients; ``override`` names it ("group staff")."""
+
+    override: str
+
+
+#: What applies to a client: a policy (maybe with an override's limit), or an exemption.
+_Rule: TypeAlias = "CompiledPolicy | Exemption"
+
+
+@dataclass(frozen=True, slots=True)
 class Overrides:
     """One policy's overrides, indexed for a request."""
 
-    users: dict[str, CompiledPolicy | None]
-    groups: tuple[tuple[frozenset[str], CompiledPolicy | None], ...]
-    identities: dict[str, CompiledPolicy | None]
-    networks: tuple[tuple[_Network, CompiledPolicy | None], ...]  # narrowest first
+    users: dict[str, _Rule]
+    groups: tuple[tuple[frozenset[str], _Rule], ...]
+    identities: dict[str, _Rule]
+    networks: tuple[tuple[_Network, _Rule], ...]  # narrowest first
 
     def resolve(
         self, policy: CompiledPolicy, user_key: str | None, identity: str
     ) -> CompiledPolicy | None:
         """The policy to apply to a request by user ``user_key`` (``str(pk)``, ``None`` when
         anonymous) counted as ``identity``; ``None`` when exempt."""
+        rule = self.rule(policy, user_key, identity)
+        return None if isinstance(rule, Exemption) else rule
+
+    def rule(self, policy: CompiledPolicy, user_key: str | None, identity: str) -> _Rule:
+        """The rule that applies (``policy`` itself when no override names the client)."""
         if user_key is not None:
             rule = self.users.get(user_key, _MISSING)
             if rule is not _MISSING:
@@ -65,10 +81,11 @@ class Overrides:
         return policy
 
 
-def _most_generous(rules: Sequence[CompiledPolicy | None]) -> CompiledPolicy | None:
-    if any(rule is None for rule in rules):
-        return None
-    return max(rules, key=lambda rule: rule.limit if rule is not None else 0)
+def _most_generous(rules: Sequence[_Rule]) -> _Rule:
+    for rule in rules:
+        if isinstance(rule, Exemption):
+            return rule
+    return max(rules, key=lambda rule: rule.limit)  # type: ignore[union-attr]
 
 
 def user_key(request: Any) -> str | None:
@@ -84,10 +101,10 @@ def compile_rules(
 ) -> Overrides | None:
     """``policy``'s override rows (``PolicyOverride`` objects, user and group loaded) as
     :class:`Overrides`; ``members`` maps a group's pk to its users' keys."""
-    users: dict[str, CompiledPolicy | None] = {}
-    groups: list[tuple[frozenset[str], CompiledPolicy | None]] = []
-    identities: dict[str, CompiledPolicy | None] = {}
-    networks: list[tuple[_Network, CompiledPolicy | None]] = []
+    users: dict[str, _Rule] = {}
+    groups: list[tuple[frozenset[str], _Rule]] = []
+    identities: dict[str, _Rule] = {}
+    networks: list[tuple[_Network, _Rule]] = []
     for row in rows:
         if row.user_id is not None:
             users[str(row.user_id)] = _rule(policy, row, f"user {row.user}")
@@ -107,9 +124,9 @@ def compile_rules(
     return Overrides(users, tuple(groups), identities, tuple(networks))
 
 
-def _rule(policy: CompiledPolicy, row: Any, label: str) -> CompiledPolicy | None:
+def _rule(policy: CompiledPolicy, row: Any, label: str) -> _Rule:
     if row.exempt:
-        return None
+        return Exemption(label)
     return policy.with_limit(int(row.limit), override=label)
 
 

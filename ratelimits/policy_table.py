@@ -29,7 +29,7 @@ from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
-    from ratelimits.overrides import Overrides
+    from ratelimits.overrides import Exemption, Overrides
 
 logger = logging.getLogger("ratelimits")
 
@@ -133,6 +133,13 @@ class CompiledPolicy:
         if self.overrides is None:
             return self
         return self.overrides.resolve(self, user_key, identity)
+
+    def rule_for(self, user_key: str | None, identity: str) -> CompiledPolicy | Exemption:
+        """Like :meth:`for_client`, but an exemption is an :class:`~ratelimits.overrides.
+        Exemption` naming the override (for tools that show which rule applied)."""
+        if self.overrides is None:
+            return self
+        return self.overrides.rule(self, user_key, identity)
 
     @property
     def is_path_pattern(self) -> bool:

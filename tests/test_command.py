@@ -256,6 +256,7 @@ def test_policies_json_equals_the_rows():
             "enabled": True,
             "shards": 1,
             "rate": "10 per 10 s",
+            "overrides": 0,
         },
         {
             "name": "payment",
@@ -270,6 +271,7 @@ def test_policies_json_equals_the_rows():
             "enabled": True,
             "shards": 1,
             "rate": "3 per 60 s",
+            "overrides": 0,
         },
     ]
 
@@ -1128,6 +1130,8 @@ def test_check_shows_the_clients_count_without_consuming(redis_client, site):
                 "remaining": 3,
                 "allowed": True,
                 "retry_after": 0,
+                "override": None,
+                "exempt": False,
             }
         ],
     }

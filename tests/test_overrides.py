@@ -152,7 +152,8 @@ def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_cli
     for name, key in (("by-user", "user"), ("by-ip", "ip"), ("everyone", "global")):
         policy = make(name=name, endpoint="api:items", limit=100, key=key)
         PolicyOverride.objects.create(policy=policy, group=partners, limit=200)
-        PolicyOverride.objects.create(policy=policy, identity="203.0.113.0/24", limit=300)
+        if key == "ip":
+            PolicyOverride.objects.create(policy=policy, identity="203.0.113.0/24", limit=300)
     request = RequestFactory().get("/api/items/", REMOTE_ADDR="203.0.113.7")
     request.user = User.objects.get(pk=alice.pk)
     view = type("View", (), {"throttle_scope": None})()
@@ -203,6 +204,16 @@ def test_override_validation():
         with pytest.raises(ValidationError) as error:
             override.full_clean()
         assert field in error.value.message_dict, (override.__dict__, error.value.message_dict)
+    by_user = make(name="by-user", key="user")
+    with pytest.raises(ValidationError, match="name a user or a group"):
+        PolicyOverride(policy=by_user, identity="10.0.0.1", limit=5).full_clean()
+    by_key = make(name="by-key", key="header:X-Api-Key")
+    with pytest.raises(ValidationError, match="not an IP address"):  # a typo, not a key
+        PolicyOverride(policy=by_key, identity="ip:10.0.0.256", limit=5).full_clean()
+    unsaved = Policy(name="new", endpoint="x", limit=5, window=60, key="ip")
+    override = PolicyOverride(policy=unsaved, identity="10.1.2.3/8", limit=3)
+    override.clean()  # an inline on the add page: the policy has no pk yet
+    assert override.identity == "ip:10.0.0.0/8"
     PolicyOverride.objects.create(policy=policy, identity=" 10.0.0.1 ", limit=5)
     duplicate = PolicyOverride(policy=policy, identity="ip:10.0.0.1", limit=7)
     with pytest.raises(ValidationError):

@@ -146,7 +146,8 @@ def test_json_dump_is_exact() -> None:
         '      "mode": "enforce",\n'
         '      "fail_open": false,\n'
         '      "enabled": true,\n'
-        '      "shards": 1\n'
+        '      "shards": 1,\n'
+        '      "overrides": []\n'
         "    },\n"
         "    {\n"
         '      "name": "search",\n'
@@ -159,7 +160,8 @@ def test_json_dump_is_exact() -> None:
         '      "mode": "enforce",\n'
         '      "fail_open": true,\n'
         '      "enabled": true,\n'
-        '      "shards": 1\n'
+        '      "shards": 1,\n'
+        '      "overrides": []\n'
         "    }\n"
         "  ]\n"
         "}\n"
@@ -184,6 +186,7 @@ def test_yaml_dump_is_exact() -> None:
         "  fail_open: true\n"
         "  enabled: true\n"
         "  shards: 1\n"
+        "  overrides: []\n"
         "- name: search\n"
         "  endpoint: api:search\n"
         "  methods: ''\n"
@@ -195,6 +198,7 @@ def test_yaml_dump_is_exact() -> None:
         "  fail_open: true\n"
         "  enabled: true\n"
         "  shards: 1\n"
+        "  overrides: []\n"
     )
 
 
@@ -204,7 +208,7 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
     document = json.loads(text) if fmt == "json" else yaml.safe_load(text)
     assert list(document) == ["version", "policies"]
     assert document["version"] == 1
-    assert [list(r) for r in document["policies"]] == [list(FIELDS)] * len(varied)
+    assert [list(r) for r in document["policies"]] == [[*FIELDS, "overrides"]] * len(varied)
     assert [r["name"] for r in document["policies"]] == ["123", "null", "on", "search"]
     on = document["policies"][2]
     assert on == {
@@ -219,6 +223,7 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "fail_open": False,
         "enabled": False,
         "shards": 1,
+        "overrides": [],
     }
 
 
@@ -574,7 +579,7 @@ def test_plan_changes_property() -> None:
 def test_unknown_field_is_named_with_the_known_ones() -> None:
     assert problems_of([row(limt=5)]) == [
         "row 1 (login): unknown field(s) 'limt'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled, shards."
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards, overrides."
     ]
 
 
@@ -745,7 +750,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
     assert problems_of(rows, prune=True) == [
         "row 2 (keep): limit: Ensure this value is greater than or equal to 1.",
         "row 3 (bad-update): unknown field(s) 'colour'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled, shards.",
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards, overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
         "global or header:<Name>.",

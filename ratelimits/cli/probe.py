@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -13,7 +12,6 @@ from django.urls import Resolver404, resolve
 
 from ratelimits import connection, exemptions, identity, limiter, overrides, policy_table
 from ratelimits.cli import output
-from ratelimits.models import PolicyOverride
 from ratelimits.policy_table import CompiledPolicy
 
 COLUMNS = (
@@ -31,9 +29,6 @@ COLUMNS = (
 OVERRIDE_COLUMNS = (*COLUMNS[:6], "override", *COLUMNS[6:])
 #: ``override`` of a client that ``EXEMPT_NETWORKS`` exempts from every policy.
 EXEMPT_NETWORKS = "EXEMPT_NETWORKS"
-#: A limit no override can have (above ``MAX_LIMIT``), standing for an exemption while
-#: :func:`_exempted_by` asks the overrides which rule applies.
-_EXEMPT_MARK = 2**62
 
 
 def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -60,11 +55,11 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
         elif exempt_network:  # the throttle applies no policy to these addresses
             exempt.append((policy, who, EXEMPT_NETWORKS))
         else:
-            applied = policy.for_client(user_key, who)
-            if applied is None:
-                exempt.append((policy, who, _exempted_by(policy, request.user, user_key, who)))
+            rule = policy.rule_for(user_key, who)
+            if isinstance(rule, overrides.Exemption):
+                exempt.append((policy, who, rule.override))
             else:
-                checks.append(limiter.Check(applied, who))
+                checks.append(limiter.Check(rule, who))
     _, verdict = limiter.peek(checks, connection.get_tool_client())
     if options["json"]:
         command.stdout.write(
@@ -112,32 +107,6 @@ def _row(policy: CompiledPolicy, *cells: Any, rate: str | None = None) -> list[A
     mode = "enforce" if policy.enforce else "shadow"
     rate = rate or f"{policy.limit} per {policy.window} s"
     return [policy.name, policy.endpoint, rate, policy.algorithm, mode, *cells]
-
-
-def _exempted_by(policy: CompiledPolicy, user: Any, user_key: str | None, who: str) -> str:
-    """Which override exempts this client from ``policy`` ("user alice", "10.0.0.0/8").
-
-    An exemption compiles to ``None``, which names no rule; so the policy's overrides are
-    compiled again with each exemption as a labelled limit above any real one (as
-    generous as an exemption when a user's groups compete) and resolved the same way."""
-    rows = []
-    for row in PolicyOverride.objects.filter(policy__name=policy.name).select_related(
-        "user", "group"
-    ):
-        if row.exempt:
-            row.exempt, row.limit = False, _EXEMPT_MARK
-        rows.append(row)
-    wanted = {row.group_id for row in rows if row.group_id is not None}
-    members: dict[int, frozenset[str]] = {}
-    if wanted and user_key is not None and hasattr(user, "groups"):
-        mine = set(user.groups.filter(pk__in=wanted).values_list("pk", flat=True))
-        members = {pk: frozenset({user_key}) for pk in mine}
-    plain = replace(policy, overrides=None)
-    compiled = overrides.compile_rules(plain, rows, members)
-    found = compiled.resolve(plain, user_key, who) if compiled is not None else None
-    if found is None or found.limit != _EXEMPT_MARK:
-        return "an override"  # the overrides changed since the table was read
-    return found.override
 
 
 def _view_names(path: str) -> tuple[str | None, str | None]:
