@@ -75,7 +75,7 @@ def recording() -> Iterator[Recorder]:
     """Count redis-py's writes and commands while the block runs."""
     recorder = Recorder()
     send = AbstractConnection.send_packed_command
-    execute = redis.Redis.execute_command
+    command = AbstractConnection.send_command
 
     def counted_send(self: Any, command: Any, check_health: bool = True) -> Any:
         if threading.get_ident() == recorder.thread:
@@ -84,21 +84,23 @@ def recording() -> Iterator[Recorder]:
             recorder.background_trips += 1
         return send(self, command, check_health)
 
-    def counted_execute(self: Any, *args: Any, **options: Any) -> Any:
+    # Commands are counted where every single command goes, the connection's send_command
+    # (the limiter sends EVALSHA there itself, without redis-py's execute_command).
+    def counted_command(self: Any, *args: Any, **options: Any) -> Any:
         name = str(args[0]).upper() if args else "?"
         if threading.get_ident() == recorder.thread:
             recorder.commands[name] += 1
         else:
             recorder.background_commands[name] += 1
-        return execute(self, *args, **options)
+        return command(self, *args, **options)
 
     AbstractConnection.send_packed_command = counted_send  # type: ignore[method-assign]
-    redis.Redis.execute_command = counted_execute  # type: ignore[method-assign]
+    AbstractConnection.send_command = counted_command  # type: ignore[method-assign]
     try:
         yield recorder
     finally:
         AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
-        redis.Redis.execute_command = execute  # type: ignore[method-assign]
+        AbstractConnection.send_command = command  # type: ignore[method-assign]
 
 
 @dataclass
