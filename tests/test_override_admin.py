@@ -12,6 +12,7 @@ from django.test import Client
 
 from ratelimits import identity, policy_table
 from ratelimits.models import Policy, PolicyOverride
+from tests.test_admin_ops import make as make_policy
 
 pytestmark = pytest.mark.django_db
 
@@ -25,15 +26,8 @@ def hashed(secret: str, header: str = "X-Api-Key") -> str:
 
 
 def make(name: str = "api", **fields: Any) -> Policy:
-    values = {
-        "endpoint": f"api:{name}",
-        "algorithm": "sliding_log",
-        "limit": 5,
-        "window": 60,
-        "key": "ip",
-        **fields,
-    }
-    return Policy.objects.create(name=name, **values)
+    """The admin tests' policy (:func:`tests.test_admin_ops.make`), named ``api`` here."""
+    return make_policy(name, **fields)
 
 
 def policy_fields(policy: Policy, **changes: Any) -> dict[str, str]:
