@@ -142,7 +142,7 @@ def _row(policy: Policy) -> dict[str, Any]:
     return {name: getattr(policy, name) for name in FIELDS}
 
 
-def _override_row(override: PolicyOverride) -> dict[str, Any]:
+def override_row(override: PolicyOverride) -> dict[str, Any]:
     """An override as a file holds it: its client, then ``limit`` or ``exempt``, then a
     ``comment`` if it has one."""
     row: dict[str, Any]
@@ -177,7 +177,7 @@ def dump_policies(policies: Iterable[Policy], fmt: str) -> str:
         {
             **_row(policy),
             OVERRIDES: sorted(
-                (_override_row(override) for override in policy.overrides.all()),
+                (override_row(override) for override in policy.overrides.all()),
                 key=_override_order,
             ),
         }

@@ -1025,7 +1025,8 @@ def test_reset_without_yes_or_terminal_refuses(redis_client, reset_keys, monkeyp
 def test_reset_asks_on_a_terminal(redis_client, reset_keys, monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
     text = run("reset", "--policy", "login")
-    assert capsys.readouterr().out == "Delete 3 keys for policy login? [y/N] "
+    asked = capsys.readouterr()
+    assert (asked.out, asked.err) == ("", "Delete 3 keys for policy login? [y/N] ")
     assert text.splitlines()[-1] == "Deleted 3 keys for policy login."
     assert all_keys(redis_client) == reset_keys["all"] - reset_keys["login"]
 
@@ -1035,8 +1036,40 @@ def test_reset_cancelled_on_a_terminal(redis_client, reset_keys, monkeypatch, ca
     monkeypatch.setattr(sys, "stdin", Terminal(answer))
     before = dumps(redis_client, reset_keys["all"])
     assert refused("reset", "--policy", "login") == "Cancelled; nothing changed."
-    assert "[y/N]" in capsys.readouterr().out
+    assert "[y/N]" in capsys.readouterr().err
     assert dumps(redis_client, all_keys(redis_client)) == before
+
+
+def test_reset_json_lists_the_keys_and_what_was_deleted(redis_client, reset_keys):
+    login = sorted(reset_keys["login"])
+    expected = {"policy": "login", "identity": None, "keys": login, "dry_run": True, "deleted": 0}
+    assert run_json("reset", "--policy", "login", "--dry-run") == expected
+    assert all_keys(redis_client) == reset_keys["all"]
+    one = ["rl:{ip:203.0.113.7}:login:log"]
+    assert run_json("reset", "--policy", "login", "--identity", "203.0.113.7", "--yes") == {
+        **expected, "identity": V4, "keys": one, "dry_run": False, "deleted": 1
+    }  # fmt: skip
+    assert all_keys(redis_client) == reset_keys["all"] - set(one)
+    assert run_json("reset", "--policy", "login", "--yes") == {
+        **expected, "keys": [k for k in login if k not in one], "dry_run": False, "deleted": 2
+    }  # fmt: skip
+    assert run_json("reset", "--policy", "login", "--yes") == {
+        **expected, "keys": [], "dry_run": False
+    }  # fmt: skip
+    assert all_keys(redis_client) == reset_keys["all"] - reset_keys["login"]
+
+
+def test_reset_json_asks_on_stderr_so_stdout_stays_json(
+    redis_client, reset_keys, monkeypatch, capsys
+):
+    monkeypatch.setattr(sys, "stdin", Terminal("y\n"))
+    record = run_json("reset", "--policy", "login")
+    assert record["deleted"] == 3
+    assert capsys.readouterr().err == "Delete 3 keys for policy login? [y/N] "
+    monkeypatch.setattr(sys, "stdin", None)
+    hit(CompiledPolicy.from_model(Policy.objects.get(name="login")), V4)
+    assert refused("reset", "--policy", "login", "--json").endswith("pass --yes.")
+    assert "rl:{ip:203.0.113.7}:login:log" in all_keys(redis_client)
 
 
 def test_reset_refusals(redis_client, reset_keys):

@@ -298,12 +298,10 @@ def test_prune_deletes_the_overrides_of_pruned_policies_and_says_so(
     assert {o[0] for o in overrides()} == {"api"}
 
 
-def test_dry_run_reports_the_override_changes_and_writes_nothing(
-    world: dict[str, Policy], tmp_path: Path
-) -> None:
-    before = snapshot()
-    path = tmp_path / "p.json"
-    rows = [
+def changes_to_world() -> list[dict[str, Any]]:
+    """A file that changes ``world``: a policy field and overrides of ``api``, ``login``'s
+    override dropped, two new policies (one with an override), ``plain`` left out."""
+    return [
         row(
             {"user": "alice", "limit": 100, "comment": "plan B"},
             {"identity": SECRET, "limit": 3, "comment": "ACME"},
@@ -328,6 +326,14 @@ def test_dry_run_reports_the_override_changes_and_writes_nothing(
             "overrides": [{"group": "partners", "exempt": True}],
         },
     ]
+
+
+def test_dry_run_reports_the_override_changes_and_writes_nothing(
+    world: dict[str, Policy], tmp_path: Path
+) -> None:
+    before = snapshot()
+    path = tmp_path / "p.json"
+    rows = changes_to_world()
     path.write_text(json.dumps(rows))
     out = run("import", str(path), "--dry-run")
     shown = f"API key (hashed {hashed(SECRET)[2:10]}…)"
@@ -353,6 +359,56 @@ def test_dry_run_reports_the_override_changes_and_writes_nothing(
         "overrides: 2 created, 1 updated, 4 deleted."
     )
     assert len(overrides()) == 4
+
+
+def test_import_json_reports_every_change_as_the_file_writes_it(
+    world: dict[str, Policy], tmp_path: Path
+) -> None:
+    before = snapshot()
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(changes_to_world()))
+    planned = json.loads(run("import", str(path), "--dry-run", "--json"))
+    expected = {
+        "source": str(path),
+        "applied": False,
+        "created": ["new", "newer"],
+        "updated": [{"name": "api", "fields": ["limit"]}, {"name": "login", "fields": []}],
+        "unchanged": [],
+        "deleted": [],
+        "overrides": {
+            "api": {
+                "created": [{"user": "bob", "limit": 7}],
+                "updated": [
+                    {"identity": hashed(SECRET), "limit": 3, "comment": "ACME", "fields": ["limit"]}
+                ],
+                "deleted": [
+                    {"identity": "ip:203.0.113.7", "exempt": True},
+                    {"group": "partners", "exempt": True},
+                    {"identity": "ip:10.0.0.0/8", "limit": 50},
+                ],
+            },
+            "login": {"created": [], "updated": [], "deleted": [
+                {"identity": "ip:2001:db8::/48", "limit": 20}
+            ]},
+            "newer": {"created": [{"group": "partners", "exempt": True}], "updated": [],
+                      "deleted": []},
+        },
+    }  # fmt: skip
+    assert planned == expected
+    assert snapshot() == before
+    assert json.loads(run("import", str(path), "--json")) == {**expected, "applied": True}
+    assert len(overrides()) == 4
+    again = json.loads(run("import", str(path), "--json"))
+    assert again == {
+        "source": str(path),
+        "applied": False,
+        "created": [],
+        "updated": [],
+        "unchanged": ["api", "login", "new", "newer"],  # plain is not in the file
+        "deleted": [],
+        "overrides": {},
+    }
+    assert SECRET not in json.dumps(planned)
 
 
 # ---------------------------------------------------------------------------- refusals

@@ -129,18 +129,32 @@ def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
     client = connection.get_tool_client()
     names = sorted(inventory.scan(client, policy=policy.name, identity=who), key=lambda n: n.key)
     scope = f"policy {policy.name}" + (f", identity {who}" if who else "")
-    if not names:
-        command.stdout.write(f"No keys for {scope}.")
+    as_json = options["json"]
+    record = {
+        "policy": policy.name,
+        "identity": who,
+        "keys": [name.key for name in names],
+        "dry_run": options["dry_run"],
+        "deleted": 0,
+    }
+    if not names or options["dry_run"]:
+        if as_json:
+            command.stdout.write(output.as_json(record))
+        elif not names:
+            command.stdout.write(f"No keys for {scope}.")
+        else:
+            command.stdout.write("\n".join(record["keys"]))
+            command.stdout.write(f"Dry run: would delete {_count_keys(len(names))} for {scope}.")
         return
-    for name in names:
-        command.stdout.write(name.key)
-    if options["dry_run"]:
-        command.stdout.write(f"Dry run: would delete {_count_keys(len(names))} for {scope}.")
-        return
+    if not as_json:
+        command.stdout.write("\n".join(record["keys"]))
     if not options["yes"]:
         confirm(f"Delete {_count_keys(len(names))} for {scope}?")
-    deleted = inventory.delete(client, names)
-    command.stdout.write(f"Deleted {_count_keys(deleted)} for {scope}.")
+    record["deleted"] = inventory.delete(client, names)
+    if as_json:
+        command.stdout.write(output.as_json(record))
+    else:
+        command.stdout.write(f"Deleted {_count_keys(record['deleted'])} for {scope}.")
 
 
 def _count_keys(number: int) -> str:

@@ -96,17 +96,23 @@ def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
         plan = policy_io.plan_import(rows, prune=options["prune"])
     except policy_io.PolicyFileError as e:
         raise CommandError(f"{source} was not imported; nothing changed.\n{e}") from None
-    _report(command, plan, dry_run=options["dry_run"])
-    if options["dry_run"]:
-        command.stdout.write("Dry run: nothing changed.")
-        return
-    if not plan.changes:
-        command.stdout.write("Nothing to change.")
+    as_json = options["json"]
+    if not as_json:
+        _report(command, plan, dry_run=options["dry_run"])
+    if options["dry_run"] or not plan.changes:
+        if as_json:
+            command.stdout.write(output.as_json(_plan_record(plan, source, applied=False)))
+        else:
+            dry_run = options["dry_run"]
+            command.stdout.write("Dry run: nothing changed." if dry_run else "Nothing to change.")
         return
     if plan.pruned and not options["yes"]:
         names = ", ".join(p.name for p in plan.pruned)
         confirm(f"Delete {len(plan.pruned)} policies missing from {source} ({names})?")
     policy_io.apply_import(plan)
+    if as_json:
+        command.stdout.write(output.as_json(_plan_record(plan, source, applied=True)))
+        return
     # A policy whose overrides changed counts as updated, whatever its own fields did.
     touched = [p for p in plan.unchanged if plan.override_changes(p)]
     summary = (
@@ -118,6 +124,37 @@ def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
     if created or updated or deleted:
         summary += f"; overrides: {created} created, {updated} updated, {deleted} deleted"
     command.stdout.write(summary + ".")
+
+
+def _plan_record(plan: policy_io.ImportPlan, source: str, *, applied: bool) -> dict[str, Any]:
+    """The import's report for ``--json``: every policy by what happens to it, and per
+    policy the overrides created, updated (with the fields) and deleted, as files write
+    them (users and groups by name, API keys only as hashes)."""
+    overrides = {}
+    for name, found in sorted(plan.overrides.items()):
+        if not found.changes:
+            continue
+        overrides[name] = {
+            "created": [policy_io.override_row(o) for o in found.created],
+            "updated": [
+                {**policy_io.override_row(o), "fields": fields} for o, fields in found.updated
+            ],
+            "deleted": [policy_io.override_row(o) for o in found.deleted],
+        }
+    # As in the summary, a policy whose overrides alone change counts as updated.
+    touched = [p for p in plan.unchanged if p.name in overrides]
+    return {
+        "source": source,
+        "applied": applied,
+        "created": [p.name for p in plan.created],
+        "updated": [
+            *({"name": p.name, "fields": fields} for p, fields in plan.updated),
+            *({"name": p.name, "fields": []} for p in touched),
+        ],
+        "unchanged": [p.name for p in plan.unchanged if p.name not in overrides],
+        "deleted": [p.name for p in plan.pruned],
+        "overrides": overrides,
+    }
 
 
 def _report(command: BaseCommand, plan: policy_io.ImportPlan, *, dry_run: bool) -> None:

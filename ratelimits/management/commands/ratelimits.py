@@ -79,6 +79,7 @@ class Command(BaseCommand):
         )
         reset.add_argument("--dry-run", action="store_true", help="List the keys; delete nothing.")
         reset.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
+        self._json(reset)
 
         export = sub.add_parser("export", help="Write every policy to a JSON or YAML file.")
         export.add_argument(
@@ -94,6 +95,7 @@ class Command(BaseCommand):
             "--prune", action="store_true", help="Also delete policies missing from the file."
         )
         load.add_argument("--yes", action="store_true", help="Do not ask before pruning.")
+        self._json(load)
 
         check = sub.add_parser(
             "check", help="Which policies a request would meet, and this client's state in each."
