@@ -340,6 +340,10 @@ class ImportPlan:
         found = self.overrides.get(policy.name)
         return found if found is not None and found.changes else None
 
+    def touched_by_overrides(self) -> list[Policy]:
+        """The unchanged policies whose overrides change: reports count them as updated."""
+        return [policy for policy in self.unchanged if self.override_changes(policy)]
+
     def override_counts(self) -> tuple[int, int, int]:
         """Overrides created, updated and deleted, over every policy."""
         plans = self.overrides.values()

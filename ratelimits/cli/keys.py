@@ -137,22 +137,18 @@ def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
         "dry_run": options["dry_run"],
         "deleted": 0,
     }
-    if not names or options["dry_run"]:
-        if as_json:
-            command.stdout.write(output.as_json(record))
-        elif not names:
-            command.stdout.write(f"No keys for {scope}.")
-        else:
-            command.stdout.write("\n".join(record["keys"]))
-            command.stdout.write(f"Dry run: would delete {_count_keys(len(names))} for {scope}.")
-        return
-    if not as_json:
+    if names and not as_json:
         command.stdout.write("\n".join(record["keys"]))
-    if not options["yes"]:
-        confirm(f"Delete {_count_keys(len(names))} for {scope}?")
-    record["deleted"] = inventory.delete(client, names)
+    if names and not options["dry_run"]:
+        if not options["yes"]:
+            confirm(f"Delete {_count_keys(len(names))} for {scope}?")
+        record["deleted"] = inventory.delete(client, names)
     if as_json:
         command.stdout.write(output.as_json(record))
+    elif not names:
+        command.stdout.write(f"No keys for {scope}.")
+    elif options["dry_run"]:
+        command.stdout.write(f"Dry run: would delete {_count_keys(len(names))} for {scope}.")
     else:
         command.stdout.write(f"Deleted {_count_keys(record['deleted'])} for {scope}.")
 

@@ -99,22 +99,20 @@ def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
     as_json = options["json"]
     if not as_json:
         _report(command, plan, dry_run=options["dry_run"])
-    if options["dry_run"] or not plan.changes:
-        if as_json:
-            command.stdout.write(output.as_json(_plan_record(plan, source, applied=False)))
-        else:
-            dry_run = options["dry_run"]
-            command.stdout.write("Dry run: nothing changed." if dry_run else "Nothing to change.")
-        return
-    if plan.pruned and not options["yes"]:
-        names = ", ".join(p.name for p in plan.pruned)
-        confirm(f"Delete {len(plan.pruned)} policies missing from {source} ({names})?")
-    policy_io.apply_import(plan)
+    applying = plan.changes and not options["dry_run"]
+    if applying:
+        if plan.pruned and not options["yes"]:
+            names = ", ".join(p.name for p in plan.pruned)
+            confirm(f"Delete {len(plan.pruned)} policies missing from {source} ({names})?")
+        policy_io.apply_import(plan)
     if as_json:
-        command.stdout.write(output.as_json(_plan_record(plan, source, applied=True)))
+        command.stdout.write(output.as_json(_plan_record(plan, source, applied=applying)))
         return
-    # A policy whose overrides changed counts as updated, whatever its own fields did.
-    touched = [p for p in plan.unchanged if plan.override_changes(p)]
+    if not applying:
+        dry_run = options["dry_run"]
+        command.stdout.write("Dry run: nothing changed." if dry_run else "Nothing to change.")
+        return
+    touched = plan.touched_by_overrides()
     summary = (
         f"Imported {source}: {len(plan.created)} created, "
         f"{len(plan.updated) + len(touched)} updated, "
@@ -141,8 +139,7 @@ def _plan_record(plan: policy_io.ImportPlan, source: str, *, applied: bool) -> d
             ],
             "deleted": [policy_io.override_row(o) for o in found.deleted],
         }
-    # As in the summary, a policy whose overrides alone change counts as updated.
-    touched = [p for p in plan.unchanged if p.name in overrides]
+    touched = plan.touched_by_overrides()
     return {
         "source": source,
         "applied": applied,
@@ -151,7 +148,7 @@ def _plan_record(plan: policy_io.ImportPlan, source: str, *, applied: bool) -> d
             *({"name": p.name, "fields": fields} for p, fields in plan.updated),
             *({"name": p.name, "fields": []} for p in touched),
         ],
-        "unchanged": [p.name for p in plan.unchanged if p.name not in overrides],
+        "unchanged": [p.name for p in plan.unchanged if p not in touched],
         "deleted": [p.name for p in plan.pruned],
         "overrides": overrides,
     }
