@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.common import Context, Section, Target, markdown_table, median
-from ratelimits import keys, limiter
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine import keys, limiter
+from ratelimits.engine.policy import CompiledPolicy
 
 ALGORITHMS = [
     a

@@ -22,8 +22,8 @@ from typing import Any
 from django.test import override_settings
 
 from bench.common import Context, Section, Target, markdown_table
-from ratelimits import limiter
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine import limiter
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.testutils import reset_state
 
 ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window")

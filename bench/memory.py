@@ -30,8 +30,9 @@ from limits.strategies import (
 )
 
 from bench.common import Chart, Context, Section, Target, markdown_table, median, ratio
-from ratelimits import keys, limiter, memory
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine import keys, limiter
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.tools import memory
 
 ALGORITHMS = [
     a

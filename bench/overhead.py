@@ -43,7 +43,7 @@ CELL_ADDRESSES = 1 << 20
 
 def algorithms() -> list[str]:
     """The policy algorithms this version of the app has (compact_log when present)."""
-    from ratelimits.keys import ALGORITHM_SUFFIX
+    from ratelimits.engine.keys import ALGORITHM_SUFFIX
     from ratelimits.models import Algorithm
 
     return [a for a in ALGORITHM_SUFFIX if a in Algorithm.values]
@@ -141,7 +141,7 @@ def uninstall() -> None:
 def flush_counts(ctx: Context) -> None:
     """Empty Redis but keep the policy table's version stamp (no table reload)."""
     from ratelimits.conf import app_settings
-    from ratelimits.keys import version_key
+    from ratelimits.engine.keys import version_key
 
     client = ctx.client()
     key = version_key(app_settings.KEY_PREFIX)

@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable
 
 from bench.common import Context, Section, markdown_table
-from ratelimits import connection, identity, limiter, policy_table
+from ratelimits.engine import limiter, table
+from ratelimits.engine.store import connection
+from ratelimits.http import facts
 from ratelimits.throttling import PolicyThrottle
 
 SCOPE = "profiled"
@@ -92,7 +94,7 @@ def run(ctx: Context) -> Section:
     view = _View()
     throttle = PolicyThrottle()
     throttle.allow_request(requests[0], view)  # the table and the script are loaded
-    policy = policy_table.get_table().match(method="GET", path="/x/", scope=SCOPE)[0]
+    policy = table.get_table().match(method="GET", path="/x/", scope=SCOPE)[0]
     client = connection.get_client()
     cursor = iter(range(10**9))
 
@@ -104,7 +106,7 @@ def run(ctx: Context) -> Section:
             "match the policies (in-process table)",
             lambda: throttle.get_policies(next_request(), view),
         ),
-        ("the client's identity", lambda: identity.request_identity("ip", next_request(), None)),
+        ("the client's identity", lambda: facts.request_identity("ip", next_request(), None)),
         ("the key", lambda: policy.key_for("ip:10.0.0.1")),
         (
             "the script call (limiter.decide, 1 EVALSHA)",

@@ -1,6 +1,4 @@
 from django.apps import AppConfig
-from django.contrib.auth import get_user_model
-from django.db.models.signals import m2m_changed, post_delete, post_save
 
 
 class RateLimitsConfig(AppConfig):
@@ -10,23 +8,16 @@ class RateLimitsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ratelimits import checks  # noqa: F401 - registers the system checks
-        from ratelimits.models import Policy, PolicyOverride
-        from ratelimits.signals import on_group_membership_changed, on_policy_saved_or_deleted
+        """Register the checks, load the policy table from the database, announce policy
+        changes, and count decisions for Prometheus."""
+        from ratelimits import (
+            checks,  # noqa: F401 - registers the system checks
+            policy_source,
+            prometheus,
+            receivers,
+        )
+        from ratelimits.engine import reporting, table
 
-        for model in (Policy, PolicyOverride):
-            post_save.connect(
-                on_policy_saved_or_deleted, sender=model, dispatch_uid=f"ratelimits.saved.{model}"
-            )
-            post_delete.connect(
-                on_policy_saved_or_deleted,
-                sender=model,
-                dispatch_uid=f"ratelimits.deleted.{model}",
-            )
-        groups = getattr(get_user_model(), "groups", None)
-        if groups is not None:  # a custom user model may have no groups
-            m2m_changed.connect(
-                on_group_membership_changed,
-                sender=groups.through,
-                dispatch_uid="ratelimits.group_membership",
-            )
+        table.set_source(policy_source.load)
+        receivers.connect()
+        reporting.add_observer(prometheus.record)

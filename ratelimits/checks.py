@@ -9,8 +9,9 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from ratelimits import connection, keys, scripts
 from ratelimits.conf import DEFAULTS, user_settings
+from ratelimits.engine import keys
+from ratelimits.engine.store import connection, scripts
 
 THROTTLE_PATH = "ratelimits.throttling.PolicyThrottle"
 MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitHeadersMiddleware"

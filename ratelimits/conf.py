@@ -1,7 +1,9 @@
 """The ``RATELIMITS`` setting: defaults in one place, read through one cached object.
 
 Use ``ratelimits.conf.app_settings.NAME``. The cache is cleared on Django's
-``setting_changed`` signal, so ``override_settings(RATELIMITS=...)`` works in tests.
+``setting_changed`` signal, so ``override_settings(RATELIMITS=...)`` works in tests. This
+module imports only Django: whoever caches something built from a setting (the Redis
+client, the policy table, the exempt networks, the hash key) clears it on the same signal.
 """
 
 from __future__ import annotations
@@ -77,11 +79,5 @@ app_settings = AppSettings()
 
 @receiver(setting_changed)
 def _clear_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting in {"RATELIMITS", "CACHES", "SECRET_KEY"}:
+    if setting == "RATELIMITS":
         _merged.cache_clear()
-        from ratelimits import connection, exemptions, identity, policy_table
-
-        connection.reset()
-        exemptions.networks.cache_clear()
-        identity.reset_hash_key()
-        policy_table.reset()

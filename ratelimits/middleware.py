@@ -7,9 +7,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from ratelimits import headers
 from ratelimits.conf import app_settings
-from ratelimits.throttling import DECISIONS_ATTRIBUTE
+from ratelimits.http import headers
 
 
 class RateLimitHeadersMiddleware:
@@ -24,7 +23,7 @@ class RateLimitHeadersMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        decisions = getattr(request, DECISIONS_ATTRIBUTE, None)
+        decisions = headers.decisions_of(request)
         if decisions and app_settings.HEADERS:
             policy = headers.policy_field(decisions)
             if policy:

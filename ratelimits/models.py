@@ -11,7 +11,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
-from ratelimits import override_identity, validators
+from ratelimits import validators
+from ratelimits.engine import override_identity
 from ratelimits.signals import schedule_policy_change
 
 

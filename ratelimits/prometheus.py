@@ -1,18 +1,19 @@
 """Prometheus metrics of the limiter, on prometheus-client's default ``REGISTRY``.
 
 ``ratelimits_decisions_total{policy, outcome}``
-    Decisions per policy; ``outcome`` is one of :data:`ratelimits.metrics.ALL_OUTCOMES`
+    Decisions per policy; ``outcome`` is one of :data:`ratelimits.engine.decision.ALL_OUTCOMES`
     (allowed, denied, shadow_denied, not_counted, failed_open, failed_closed), classified
-    by :func:`ratelimits.metrics.outcome`. A request under three policies counts once in
+    by :func:`ratelimits.engine.decision.outcome`. A request under three policies counts once in
     each.
 ``ratelimits_decision_seconds{source}``
     The limiter's own time per decided request (inside ``limiter.decide``), by ``source``:
     ``redis`` (a round trip happened), ``local`` (a remembered denial, no round trip) or
     ``fallback`` (Redis failed or its breaker was open: the fail mode answered).
 
-The limiter calls :func:`record` once per decided request; read-only peeks are not
-counted. :func:`metrics_view` serves the text exposition (``ratelimits.urls`` mounts it).
-A project that already serves ``/metrics`` gets these metrics there too.
+The engine calls :func:`record` once per decided request (``AppConfig.ready()`` adds it
+as an observer, :mod:`ratelimits.engine.reporting`); read-only peeks are not counted.
+:func:`metrics_view` serves the text exposition (``ratelimits.urls`` mounts it). A
+project that already serves ``/metrics`` gets these metrics there too.
 """
 
 from __future__ import annotations
@@ -33,11 +34,9 @@ from prometheus_client import (
     multiprocess,
 )
 
-from ratelimits.decision import Verdict
-from ratelimits.metrics import outcome
+from ratelimits.engine.decision import Verdict, outcome
+from ratelimits.engine.reporting import SOURCES
 
-#: The ``source`` label values of ``ratelimits_decision_seconds``.
-SOURCES = ("redis", "local", "fallback")
 #: Histogram buckets (seconds): a remembered denial takes tens of µs, a round trip to a
 #: nearby Redis a few hundred µs; ``SOCKET_TIMEOUT`` (100 ms) bounds a failing call.
 BUCKETS = (

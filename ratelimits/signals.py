@@ -3,7 +3,9 @@
 A change to the ``Policy`` table (save, delete, queryset ``update()``, bulk create) is
 announced after the transaction commits: the process's own table is dropped at once,
 a version stamp in Redis is bumped so other workers reload within
-``POLICY_REFRESH_INTERVAL``, and :data:`policy_changed` is sent.
+``POLICY_REFRESH_INTERVAL`` (:func:`ratelimits.engine.table.mark_changed`), and
+:data:`policy_changed` is sent. The model receivers that call
+:func:`schedule_policy_change` are in :mod:`ratelimits.receivers`.
 """
 
 from __future__ import annotations
@@ -14,16 +16,20 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
+from ratelimits.engine.decision import Verdict
+from ratelimits.engine.table import mark_changed
+
 logger = logging.getLogger("ratelimits")
 
 #: Sent after a committed change to the policy table (no arguments besides ``sender``).
 policy_changed = Signal()
 
-#: Sent once for every request ``PolicyThrottle`` denies (a 429; a shadow policy never
-#: denies), by ``sender=PolicyThrottle``, with keyword arguments ``request`` (the DRF
-#: request), ``decisions`` (the denying :class:`~ratelimits.decision.Decision` objects),
-#: ``policy`` and ``identity`` (the first denying decision's). Receivers run on the request
-#: path, so keep them quick; one that raises is logged and the request still gets its 429.
+#: Sent once for every request a face denies (a 429; a shadow policy never denies), by
+#: ``sender`` the face's class (``PolicyThrottle``), with keyword arguments ``request``
+#: (the request the face saw), ``decisions`` (the denying
+#: :class:`~ratelimits.engine.decision.Decision` objects), ``policy`` and ``identity``
+#: (the first denying decision's). Receivers run on the request path, so keep them quick;
+#: one that raises is logged and the request still gets its 429.
 request_throttled = Signal()
 
 
@@ -33,37 +39,27 @@ def schedule_policy_change(using: str | None = None) -> None:
 
 
 def _announce_policy_change() -> None:
-    from ratelimits import policy_table
-
-    policy_table.mark_changed()
+    mark_changed()
     policy_changed.send(sender=_announce_policy_change)
 
 
-def on_policy_saved_or_deleted(sender: Any, using: str | None = None, **kwargs: Any) -> None:
-    """``post_save`` / ``post_delete`` receiver for ``Policy`` and ``PolicyOverride``."""
-    schedule_policy_change(using)
-
-
-def on_group_membership_changed(
-    sender: Any,
-    instance: Any,
-    action: str,
-    reverse: bool,
-    pk_set: set[Any] | None,
-    using: str | None = None,
-    **kwargs: Any,
-) -> None:
-    """``m2m_changed`` receiver for the user model's groups: a user joining or leaving a
-    group that an override names changes their limit, so it is announced like a policy
-    edit. Changes to other groups cost one query and announce nothing."""
-    if action not in ("post_add", "post_remove", "post_clear"):
-        return
-    from ratelimits.models import PolicyOverride
-
-    overridden = PolicyOverride.objects.using(using).filter(group__isnull=False)
-    if reverse:  # group.user_set.add(...): the instance is the group
-        overridden = overridden.filter(group_id=instance.pk)
-    elif pk_set:  # user.groups.add(...): pk_set holds the groups
-        overridden = overridden.filter(group_id__in=pk_set)
-    if overridden.exists():
-        schedule_policy_change(using)
+def send_request_throttled(sender: type, request: Any, verdict: Verdict) -> None:
+    """Send :data:`request_throttled` for a request ``verdict`` denies. A receiver's
+    exception is logged, not raised: the request is still a 429."""
+    decisions = [decision for decision in verdict.decisions if decision.blocks]
+    first = decisions[0]
+    results = request_throttled.send_robust(
+        sender,
+        request=request,
+        decisions=decisions,
+        policy=first.policy,
+        identity=first.identity,
+    )
+    for receiver, result in results:
+        if isinstance(result, Exception):
+            logger.error(
+                "ratelimits: request_throttled receiver %r failed: %r",
+                receiver,
+                result,
+                exc_info=result,
+            )

@@ -326,9 +326,10 @@ class RedisClusterServers(_StartedServers):
 def reset_state() -> None:
     """Forget the policy table, the Redis client, the breakers and the unsent request
     counts (stopping the metrics flusher) of this process."""
-    from ratelimits import breaker, connection, metrics, policy_table
+    from ratelimits.engine import stats, table
+    from ratelimits.engine.store import breaker, connection
 
-    metrics.reset()
-    policy_table.reset()
+    stats.reset()
+    table.reset()
     connection.reset()
     breaker.reset_all()

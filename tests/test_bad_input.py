@@ -34,8 +34,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ratelimits import denials, keys
 from ratelimits.conf import app_settings
+from ratelimits.engine import denials, keys
 from ratelimits.models import Policy
 
 pytestmark = pytest.mark.django_db

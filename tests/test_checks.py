@@ -12,8 +12,8 @@ from django.core.checks import ERROR, WARNING, CheckMessage, run_checks
 from django.test import override_settings
 from django_redis.cache import RedisCache
 
-from ratelimits import scripts
 from ratelimits.checks import MIDDLEWARE_PATH, THROTTLE_PATH, check_cache
+from ratelimits.engine.store import scripts
 
 ALL_PARTS = scripts.DECIDE_PARTS
 
@@ -200,7 +200,7 @@ def test_middleware_missing_with_headers_off_is_fine() -> None:
 
 
 def test_no_lua_files_is_e005(tmp_path: Path) -> None:
-    with mock.patch("ratelimits.scripts.lua_dir", return_value=tmp_path):
+    with mock.patch("ratelimits.engine.store.scripts.lua_dir", return_value=tmp_path):
         messages = ratelimits_messages()
     assert ids(messages) == ["ratelimits.E005"]
     assert messages[0].level == ERROR
@@ -210,7 +210,7 @@ def test_no_lua_files_is_e005(tmp_path: Path) -> None:
 def test_some_lua_files_missing_is_e005_naming_them(tmp_path: Path) -> None:
     (tmp_path / "decide.lua").write_text("-- present\n")
     (tmp_path / "prelude.lua").write_text("-- present\n")
-    with mock.patch("ratelimits.scripts.lua_dir", return_value=tmp_path):
+    with mock.patch("ratelimits.engine.store.scripts.lua_dir", return_value=tmp_path):
         messages = ratelimits_messages()
     assert ids(messages) == ["ratelimits.E005"]
     assert "sliding_log.lua, compact_log.lua, sliding_counter.lua, fixed_window.lua" in (
@@ -222,6 +222,6 @@ def test_some_lua_files_missing_is_e005_naming_them(tmp_path: Path) -> None:
 
 def test_scripts_not_found_is_e005() -> None:
     missing = scripts.ScriptsNotFound("gone")
-    with mock.patch("ratelimits.scripts.lua_dir", side_effect=missing):
+    with mock.patch("ratelimits.engine.store.scripts.lua_dir", side_effect=missing):
         messages = ratelimits_messages()
     assert ids(messages) == ["ratelimits.E005"]

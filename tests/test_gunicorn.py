@@ -24,10 +24,11 @@ import redis
 from django.core.cache import cache
 from django.db import connection
 
-from ratelimits import inventory, keys
 from ratelimits.conf import app_settings
+from ratelimits.engine import keys
 from ratelimits.models import Policy
 from ratelimits.testutils import free_port
+from ratelimits.tools import inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

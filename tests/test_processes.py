@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from ratelimits.models import Policy
+from tests.helpers import start_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-def start_worker(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "DEMO_DB": connection.settings_dict["NAME"]}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.worker", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
 
 
 def test_an_edit_reaches_another_process_within_the_bound():

@@ -23,13 +23,15 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.request import Request
 
-from ratelimits import endpoints, limiter, prometheus
-from ratelimits.decision import Decision, Verdict
-from ratelimits.identity import ip_identity
+from ratelimits import prometheus
+from ratelimits.engine import limiter
+from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.identity import ip_identity
 from ratelimits.models import Policy
 from ratelimits.signals import request_throttled
 from ratelimits.testutils import free_port
 from ratelimits.throttling import PolicyThrottle
+from ratelimits.tools import endpoints
 from tests.helpers import policy as compiled_policy
 
 pytestmark = pytest.mark.django_db
@@ -278,7 +280,7 @@ def test_the_metrics_url_is_not_suggested_as_an_endpoint():
 
 RECORD_IN_A_WORKER = """
 from ratelimits import prometheus
-from ratelimits.decision import Decision, Verdict
+from ratelimits.engine.decision import Decision, Verdict
 denied = Decision(policy="prom-mp", identity="ip:x", allowed=False, enforce=True, limit=1,
                   window=60, count=1.0, remaining=0, retry_after=1.0, reset=1.0)
 prometheus.record(Verdict((denied,)), 0.0004, "redis")

@@ -32,13 +32,14 @@ def _setup() -> None:
 
 
 def watch(name: str, seconds: float, username: str | None = None) -> None:
-    from ratelimits import identity, policy_table
+    from ratelimits.engine import table
+    from ratelimits.tools.identities import find_user
 
-    user_key = str(identity.find_user(username).pk) if username else None
+    user_key = str(find_user(username).pk) if username else None
     deadline = time.monotonic() + seconds
     shown = None
     while time.monotonic() < deadline:
-        policy = policy_table.get_table().get(name)
+        policy = table.get_table().get(name)
         if policy is not None and user_key is not None:
             policy = policy.for_client(user_key, "ip:127.0.0.1")
             limit = str(policy.limit) if policy else "exempt"

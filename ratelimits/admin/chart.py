@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from ratelimits.metrics import Series
+from ratelimits.engine.stats import Series
 
 
 @dataclass(frozen=True, slots=True)

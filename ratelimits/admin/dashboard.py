@@ -10,8 +10,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from ratelimits import connection, dashboard_chart, metrics
+from ratelimits.admin.chart import render_svg
 from ratelimits.conf import app_settings
+from ratelimits.engine import stats
+from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Dashboard, Policy
 
@@ -54,7 +56,7 @@ class DashboardAdmin(admin.ModelAdmin):
         charts: list[dict[str, Any]] = []
         error = ""
         try:
-            series = metrics.series(names, minutes=MINUTES)
+            series = stats.series(names, minutes=MINUTES)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             error = f"Redis did not answer: {e}"
         else:
@@ -62,8 +64,8 @@ class DashboardAdmin(admin.ModelAdmin):
                 charts.append(
                     {
                         "policy": name,
-                        "svg": dashboard_chart.render_svg(series, name),
-                        "totals": {what: series.total(name, what) for what in metrics.OUTCOMES},
+                        "svg": render_svg(series, name),
+                        "totals": {what: series.total(name, what) for what in stats.OUTCOMES},
                     }
                 )
         context = {

@@ -16,21 +16,15 @@ from django.utils.html import format_html
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from ratelimits import (
-    admin_dashboard,
-    admin_usage,
-    connection,
-    identity,
-    metrics,
-    override_identity,
-)
-from ratelimits.admin_widgets import EndpointInput, memory_estimate
+from ratelimits.admin.usage import live_usage, reset_counters
+from ratelimits.admin.widgets import EndpointInput, memory_estimate
+from ratelimits.engine import override_identity
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.stats import denied_since
+from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Mode, Policy, PolicyOverride
-from ratelimits.policy_table import CompiledPolicy
-
-__all__ = ["DashboardAdmin", "PolicyAdmin", "PolicyOverrideInline"]
-DashboardAdmin = admin_dashboard.DashboardAdmin  # registered there
+from ratelimits.tools.identities import identity_from_text
 
 RESET_PERMISSION = "ratelimits.reset_counters"
 DENIED_WINDOW_MINUTES = 5
@@ -325,7 +319,7 @@ class PolicyAdmin(admin.ModelAdmin):
 
     def _reset(self, request: HttpRequest, policy: Policy, who: str | None = None) -> int | None:
         try:
-            deleted = admin_usage.reset_counters(policy.name, who)
+            deleted = reset_counters(policy.name, who)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             self.message_user(
                 request, f"Redis did not answer; nothing reset ({e}).", messages.ERROR
@@ -354,7 +348,7 @@ class PolicyAdmin(admin.ModelAdmin):
         context = dict(extra_context or {})
         policy = self.get_object(request, object_id)
         if policy is not None and self.has_view_or_change_permission(request, policy):
-            context["live_usage"] = admin_usage.live_usage(CompiledPolicy.from_model(policy))
+            context["live_usage"] = live_usage(CompiledPolicy.from_model(policy))
             context["can_reset"] = self.has_reset_permission(request)
             context["reset_url"] = reverse(
                 f"{self.admin_site.name}:ratelimits_policy_reset", args=[policy.pk]
@@ -369,7 +363,7 @@ class PolicyAdmin(admin.ModelAdmin):
         who = request.POST.get("identity") or None
         if who is not None:
             try:
-                who = identity.identity_from_text(who)
+                who = identity_from_text(who)
             except ValueError as e:
                 self.message_user(request, str(e), messages.ERROR)
                 return HttpResponseRedirect(self._change_url(policy))
@@ -390,7 +384,7 @@ def _denied_column() -> Callable[[Policy], Any]:
     Redis once per page."""
     counts: dict[str, int] | None
     try:
-        counts = metrics.denied_since(DENIED_WINDOW_MINUTES)
+        counts = denied_since(DENIED_WINDOW_MINUTES)
     except (*connection.REDIS_ERRORS, ConfigurationError):
         counts = None
 

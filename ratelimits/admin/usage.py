@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ratelimits import connection, identity, inventory
+from ratelimits.engine.identity import is_hashed
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.tools import inventory
 
 TOP_CLIENTS = 20
 SCAN_LIMIT = 10_000
@@ -42,7 +44,7 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
     rows = [
         ClientRow(
             identity=u.name.identity,
-            hashed=identity.is_hashed(u.name.identity),
+            hashed=is_hashed(u.name.identity),
             count=u.count or 0.0,
             remaining=u.remaining or 0,
             limit=policy.limit,

@@ -9,8 +9,8 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ratelimits import memory
-from ratelimits.endpoints import suggestions
+from ratelimits.tools import memory
+from ratelimits.tools.endpoints import suggestions
 
 DATALIST_ID = "ratelimits-endpoint-suggestions"
 

@@ -6,8 +6,8 @@ import difflib
 
 from django.core.management.base import CommandError
 
-from ratelimits import identity
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.tools.identities import identity_from_text
 
 
 def find_policy(name: str, policies: dict[str, CompiledPolicy]) -> CompiledPolicy:
@@ -27,6 +27,6 @@ def find_policy(name: str, policies: dict[str, CompiledPolicy]) -> CompiledPolic
 def parse_identity(text: str) -> str:
     """An ``--identity`` argument as the identity in the keys (see ``IDENTITY_FORMS``)."""
     try:
-        return identity.identity_from_text(text)
+        return identity_from_text(text)
     except ValueError as e:
         raise CommandError(f"--identity: {e}") from None

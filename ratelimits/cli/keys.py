@@ -8,11 +8,13 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from ratelimits import connection, identity, inspection, inventory, keys
 from ratelimits.cli import output
 from ratelimits.cli.common import find_policy, parse_identity
 from ratelimits.cli.prompt import confirm
 from ratelimits.conf import app_settings
+from ratelimits.engine import identity, keys
+from ratelimits.engine.store import connection
+from ratelimits.tools import inspection, inventory
 
 KEY_COLUMNS = (
     "key",

@@ -9,10 +9,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
-from ratelimits import policy_io
 from ratelimits.cli import output
 from ratelimits.cli.prompt import confirm
 from ratelimits.models import Policy, PolicyOverride
+from ratelimits.tools import policy_io
 
 POLICY_COLUMNS = (
     "name",

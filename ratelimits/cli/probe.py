@@ -10,9 +10,14 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
-from ratelimits import connection, exemptions, identity, limiter, overrides, policy_table
 from ratelimits.cli import output
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine import limiter, table
+from ratelimits.engine.identity import UNKNOWN_IP, meta_key
+from ratelimits.engine.overrides import Exemption
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import connection
+from ratelimits.http import facts
+from ratelimits.tools.identities import find_user
 
 COLUMNS = (
     "policy",
@@ -38,25 +43,23 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
         raise CommandError(f"--path {path!r} must start with /.")
     scope, url_name = _view_names(path)
     request = _request(method, path, options)
-    policies = policy_table.load_table().match(
-        method=method, path=path, scope=scope, url_name=url_name
-    )
-    exempt_network = exemptions.is_exempt(request)
-    user_key = overrides.user_key(request)
+    policies = table.load_table().match(method=method, path=path, scope=scope, url_name=url_name)
+    exempt_network = facts.is_exempt(request)
+    user_key = facts.user_key(request)
     checks: list[limiter.Check] = []
     exempt: list[tuple[CompiledPolicy, str, str]] = []  # (policy, identity, which rule)
     skipped: list[tuple[CompiledPolicy, str]] = []
     for policy in policies:
-        who = identity.request_identity(policy.key_kind, request, policy.header_meta_key)
+        who = facts.policy_identity(request, policy)
         if who is None:
             skipped.append((policy, "does not count anonymous requests (give --user)"))
-        elif who == identity.UNKNOWN_IP and options["ip"] is None:
+        elif who == UNKNOWN_IP and options["ip"] is None:
             skipped.append((policy, "counts by address (give --ip)"))
         elif exempt_network:  # the throttle applies no policy to these addresses
             exempt.append((policy, who, EXEMPT_NETWORKS))
         else:
             rule = policy.rule_for(user_key, who)
-            if isinstance(rule, overrides.Exemption):
+            if isinstance(rule, Exemption):
                 exempt.append((policy, who, rule.override))
             else:
                 checks.append(limiter.Check(rule, who))
@@ -132,13 +135,13 @@ def _request(method: str, path: str, options: dict[str, Any]) -> Any:
         name, sep, value = options["header"].partition("=")
         if not sep or not name.strip() or not value:
             raise CommandError("--header must be NAME=VALUE, e.g. --header X-Api-Key=abc123.")
-        request.META[identity.meta_key(name.strip())] = value
+        request.META[meta_key(name.strip())] = value
     return request
 
 
 def _user(username: str) -> Any:
     try:
-        return identity.find_user(username)
+        return find_user(username)
     except ValueError:
         raise CommandError(f"--user: there is no user {username!r}.") from None
 

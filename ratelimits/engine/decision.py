@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: What a decision counts as in a request (the dashboard and Prometheus count these; see
+#: :func:`outcome`).
+ALL_OUTCOMES = ("allowed", "denied", "shadow_denied", "not_counted", "failed_open", "failed_closed")
+
 
 @dataclass(frozen=True, slots=True)
 class Decision:
@@ -63,3 +67,14 @@ class Verdict:
         """Seconds until every denying policy would allow the request; ``None`` if allowed."""
         waits = [decision.retry_after for decision in self.decisions if decision.blocks]
         return max(waits) if waits else None
+
+
+def outcome(decision: Decision, admitted: bool) -> str:
+    """What ``decision`` counts as, for a request the verdict ``admitted`` or not."""
+    if decision.failed:
+        return "failed_open" if decision.allowed else "failed_closed"
+    if decision.shadow_denied:
+        return "shadow_denied"
+    if decision.blocks:
+        return "denied"
+    return "allowed" if admitted else "not_counted"

@@ -32,10 +32,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ratelimits.conf import app_settings
-from ratelimits.decision import Decision, Verdict
+from ratelimits.engine.decision import Decision, Verdict
 
 if TYPE_CHECKING:
-    from ratelimits.limiter import Check
+    from ratelimits.engine.limiter import Check
 
 # (policy, identity, shard, limit): the limit too, because overrides can give clients
 # sharing one key (users behind one address, under a per-address policy) different limits.

@@ -1,7 +1,8 @@
 """Networks that no policy limits (``EXEMPT_NETWORKS``): health checks, internal monitors.
 
-The client address is the one the limiter counts (``NUM_PROXIES`` applies), so a client
-cannot claim an exempt address with a forged ``X-Forwarded-For``.
+The address checked is the one the limiter counts (``NUM_PROXIES`` applies, in
+:func:`ratelimits.http.facts.client_ip`), so a client cannot claim an exempt address with a
+forged ``X-Forwarded-For``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import functools
 import ipaddress
 from typing import Any
 
-from ratelimits import identity
+from django.core.signals import setting_changed
+
 from ratelimits.conf import app_settings
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -29,15 +31,23 @@ def networks() -> tuple[_Network, ...]:
     return tuple(found)
 
 
-def is_exempt(request: Any) -> bool:
-    """True when ``request`` comes from an exempt network."""
+def is_exempt_address(address: str) -> bool:
+    """True when the client ``address`` is in an exempt network."""
     exempt = networks()
     if not exempt:
         return False
     try:
-        address = ipaddress.ip_address(identity.client_ip(request.META))
+        parsed = ipaddress.ip_address(address)
     except ValueError:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in network for network in exempt)
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    return any(parsed in network for network in exempt)
+
+
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "RATELIMITS":
+        networks.cache_clear()
+
+
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.exemptions")

@@ -1,4 +1,4 @@
-"""The engine: (policies, identities) -> decisions, in one Redis round trip.
+"""(policies, identities) -> decisions, in one Redis round trip.
 
 :func:`decide` runs the decide script (see ``lua/decide.lua``) once for every policy that
 matches a request, by SHA (on a Redis Cluster, once per hash slot the request's keys
@@ -6,7 +6,7 @@ use); redis-py reloads the script on ``NOSCRIPT`` (after a ``SCRIPT FLUSH`` or a
 restart) and retries, so that recovers without an error.
 When Redis cannot answer, or the circuit breaker is open, every policy answers with its
 fail mode instead. A key that Redis said is over its limit until a known time is denied
-in the worker until then, without a round trip (see :mod:`ratelimits.denials`). Nothing
+in the worker until then, without a round trip (see :mod:`ratelimits.engine.denials`). Nothing
 here knows about DRF, the admin or HTTP.
 """
 
@@ -21,13 +21,17 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from ratelimits import breaker as breakers
-from ratelimits import connection, denials, metrics, prometheus, scripts
 from ratelimits.conf import app_settings
-from ratelimits.connection import Client
-from ratelimits.decision import Decision, Verdict
+from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.denials import generation as denials_generation
+from ratelimits.engine.denials import lookup as remembered_denial
+from ratelimits.engine.denials import remember as remember_denial
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.reporting import report
+from ratelimits.engine.store import breaker as breakers
+from ratelimits.engine.store import connection, scripts
+from ratelimits.engine.store.connection import Client
 from ratelimits.exceptions import ConfigurationError
-from ratelimits.policy_table import CompiledPolicy
 
 logger = logging.getLogger("ratelimits")
 
@@ -71,11 +75,11 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     local = record and now is None
     if local:
         sent_at = time.monotonic()
-        denied = denials.lookup(checks, sent_at)
+        denied = remembered_denial(checks, sent_at)
         if denied is not None:
             _report(denied, started, "local")
             return denied
-        seen = denials.generation()
+        seen = denials_generation()
     try:
         client = connection.get_client()
         reply = _run_all(checks, client, record=record, now=now, guarded=True)
@@ -98,7 +102,7 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
         for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
             blocked_us = reply[2 + REPLY_FIELDS * index + 5]
             if blocked_us > 0:
-                denials.remember(check, decision, blocked_us / 1_000_000, sent_at, seen)
+                remember_denial(check, decision, blocked_us / 1_000_000, sent_at, seen)
     if record:
         _report(verdict, started, "redis")
     return verdict
@@ -279,7 +283,7 @@ def _decision(check: Check, reply: list[int], index: int) -> Decision:
 
 def _fail_verdict(checks: Sequence[Check], started: float | None) -> Verdict:
     """Each policy's fail mode; ``started`` (``perf_counter``) is the request's start, or
-    ``None`` for a peek, which Prometheus does not count."""
+    ``None`` for a look that records nothing, which is not counted."""
     retry_after = float(app_settings.FAIL_CLOSED_RETRY_AFTER)
     verdict = Verdict(
         tuple(
@@ -299,17 +303,15 @@ def _fail_verdict(checks: Sequence[Check], started: float | None) -> Verdict:
             for c in checks
         )
     )
-    metrics.record(verdict)
     if started is not None:
-        prometheus.record(verdict, time.perf_counter() - started, "fallback")
+        report(verdict, time.perf_counter() - started, "fallback")
     return verdict
 
 
 def _report(verdict: Verdict, started: float, source: str) -> None:
     """Count a recorded request that took from ``started`` (``perf_counter``) until now,
-    answered from ``source`` (see :data:`ratelimits.prometheus.SOURCES`)."""
-    metrics.record(verdict)
-    prometheus.record(verdict, time.perf_counter() - started, source)
+    answered from ``source`` (see :data:`ratelimits.engine.reporting.SOURCES`)."""
+    report(verdict, time.perf_counter() - started, source)
     for decision in verdict.decisions:
         if decision.shadow_denied:
             logger.info(

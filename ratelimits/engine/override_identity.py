@@ -25,7 +25,8 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from ratelimits import identity, validators
+from ratelimits import validators
+from ratelimits.engine.identity import header_identity, meta_key
 
 #: The stored forms, for the database constraint (blank: the override names no identity).
 STORED_PATTERN = r"^(|ip:[0-9a-fA-F:.]+(/[0-9]{1,3})?|h:[0-9a-f]{32})\Z"
@@ -61,7 +62,7 @@ def normalize(text: str, policy_key: str) -> str:
         raise ValueError(f"{text!r} is not an IP address or network.")
     header = validators.header_name(policy_key)
     if header:
-        return identity.header_identity(identity.meta_key(header), text)
+        return header_identity(meta_key(header), text)
     raise ValueError(
         "Not an IP address or network (203.0.113.7, 10.0.0.0/8). API keys apply to "
         "policies keyed by header:NAME."

@@ -8,25 +8,23 @@ rule wins: the request's user, then a group the user is in (the most generous of
 then its identity exactly (an address, a hashed API key), then the narrowest network
 holding it, then the policy itself.
 
-Group membership is read when the table loads; a user joining or leaving an overridden
-group is announced like a policy edit (:func:`ratelimits.signals.on_group_membership_changed`),
-so every worker sees it within ``POLICY_REFRESH_INTERVAL``.
+Group membership is read when the table loads (:mod:`ratelimits.policy_source`); a user
+joining or leaving an overridden group is announced like a policy edit
+(:mod:`ratelimits.receivers`), so every worker sees it within ``POLICY_REFRESH_INTERVAL``.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ratelimits import override_identity
+from ratelimits.engine.override_identity import describe as describe_identity
+from ratelimits.engine.override_identity import network_of
 
 if TYPE_CHECKING:
-    from ratelimits.policy_table import CompiledPolicy
-
-logger = logging.getLogger("ratelimits")
+    from ratelimits.engine.policy import CompiledPolicy
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _MISSING: Any = object()
@@ -73,7 +71,7 @@ class Overrides:
         if rule is not _MISSING:
             return rule
         if self.networks:
-            client = override_identity.network_of(identity)
+            client = network_of(identity)
             if client is not None:
                 for network, rule in self.networks:
                     if client.version == network.version and client.overlaps(network):
@@ -86,14 +84,6 @@ def _most_generous(rules: Sequence[_Rule]) -> _Rule:
         if isinstance(rule, Exemption):
             return rule
     return max(rules, key=lambda rule: rule.limit)  # type: ignore[union-attr]
-
-
-def user_key(request: Any) -> str | None:
-    """The key of ``request``'s user in :attr:`Overrides.users` (``None`` when anonymous)."""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return None
-    return str(user.pk)
 
 
 def compile_rules(
@@ -112,8 +102,8 @@ def compile_rules(
             rule = _rule(policy, row, f"group {row.group}")
             groups.append((members.get(row.group_id, frozenset()), rule))
         else:
-            rule = _rule(policy, row, override_identity.describe(row.identity))
-            network = override_identity.network_of(row.identity)
+            rule = _rule(policy, row, describe_identity(row.identity))
+            network = network_of(row.identity)
             if network is None or (network.num_addresses == 1 and network.version == 4):
                 identities[row.identity] = rule
             else:
@@ -128,45 +118,3 @@ def _rule(policy: CompiledPolicy, row: Any, label: str) -> _Rule:
     if row.exempt:
         return Exemption(label)
     return policy.with_limit(int(row.limit), override=label)
-
-
-def load(policies: Sequence[CompiledPolicy], ids: dict[str, int]) -> list[CompiledPolicy]:
-    """``policies`` with their overrides attached (two queries, three with groups);
-    ``ids`` maps a policy's name to its pk."""
-    from ratelimits.models import PolicyOverride
-
-    by_policy: dict[int, list[Any]] = {}
-    rows = PolicyOverride.objects.filter(policy_id__in=ids.values()).select_related("user", "group")
-    for row in rows:
-        by_policy.setdefault(row.policy_id, []).append(row)
-    if not by_policy:
-        return list(policies)
-    members = _group_members({row.group_id for found in by_policy.values() for row in found})
-    return [
-        replace(policy, overrides=compile_rules(policy, by_policy[ids[policy.name]], members))
-        if ids[policy.name] in by_policy
-        else policy
-        for policy in policies
-    ]
-
-
-def _group_members(group_ids: set[int | None]) -> dict[int, frozenset[str]]:
-    """The users' keys of each group, for the groups overrides name (one query)."""
-    from django.contrib.auth import get_user_model
-
-    wanted = {pk for pk in group_ids if pk is not None}
-    if not wanted:
-        return {}
-    groups = getattr(get_user_model(), "groups", None)
-    if groups is None:
-        logger.warning("ratelimits: the user model has no groups; group overrides never match.")
-        return {}
-    found: dict[int, set[str]] = {pk: set() for pk in wanted}
-    through = groups.through
-    user_column = groups.field.m2m_field_name()
-    group_column = groups.field.m2m_reverse_field_name()
-    for user_pk, group_pk in through.objects.filter(**{f"{group_column}__in": wanted}).values_list(
-        user_column, group_column
-    ):
-        found[group_pk].add(str(user_pk))
-    return {pk: frozenset(users) for pk, users in found.items()}

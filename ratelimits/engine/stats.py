@@ -11,7 +11,8 @@ pipelined round trip::
 where ``minute`` is ``int(time.time() // 60)`` on the app server when the request was
 decided. :func:`series` and :func:`denied_since` read the hashes back for the admin.
 
-Outcomes (also the Prometheus counters' ``outcome`` label), per decision (a request under three
+Outcomes (:func:`ratelimits.engine.decision.outcome`; also the Prometheus counters'
+``outcome`` label), per decision (a request under three
 policies counts once in each):
 
 ``allowed``         the policy admitted the request and it went through
@@ -50,18 +51,16 @@ from dataclasses import dataclass
 
 import redis
 
-from ratelimits import breaker as breakers
-from ratelimits import connection
 from ratelimits.conf import app_settings
-from ratelimits.decision import Decision, Verdict
+from ratelimits.engine.decision import ALL_OUTCOMES, Verdict, outcome
+from ratelimits.engine.store import breaker as breakers
+from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
 
 #: The outcomes the dashboard charts, in this order.
 OUTCOMES = ("allowed", "denied", "shadow_denied")
-#: Every outcome :func:`record` counts (see the module docstring).
-ALL_OUTCOMES = (*OUTCOMES, "not_counted", "failed_open", "failed_closed")
 #: Seconds a minute's hash lives in Redis after its last write.
 KEY_TTL = 2 * 3600
 #: Unsent counts older than this many minutes (before the current one) are dropped.
@@ -81,17 +80,6 @@ _atexit_registered = False
 def stats_key(minute: int, prefix: str | None = None) -> str:
     """The hash holding one minute's counts: ``<prefix>:stats:<minute>``."""
     return f"{app_settings.KEY_PREFIX if prefix is None else prefix}:stats:{minute}"
-
-
-def outcome(decision: Decision, admitted: bool) -> str:
-    """What ``decision`` counts as, for a request the verdict ``admitted`` or not."""
-    if decision.failed:
-        return "failed_open" if decision.allowed else "failed_closed"
-    if decision.shadow_denied:
-        return "shadow_denied"
-    if decision.blocks:
-        return "denied"
-    return "allowed" if admitted else "not_counted"
 
 
 def record(verdict: Verdict, *, now: float | None = None) -> None:

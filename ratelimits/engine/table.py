@@ -3,172 +3,57 @@
 Each worker keeps the enabled policies compiled in memory. At most every
 ``POLICY_REFRESH_INTERVAL`` seconds a request checks a version stamp in Redis (one
 ``GET``, amortised over every request in that interval); when the stamp moved, or the
-table is older than ``POLICY_MAX_AGE``, the table is reloaded from the database. A
-committed change, and a reset of counters, writes a new random stamp (see
-:mod:`ratelimits.signals`), so every worker enforces it within
-``POLICY_REFRESH_INTERVAL`` seconds, even after Redis lost its data. A reload also
-forgets the over-limit keys the worker remembers (:mod:`ratelimits.denials`).
+table is older than ``POLICY_MAX_AGE``, the table is reloaded from its source (the
+database: :mod:`ratelimits.policy_source`, which ``AppConfig.ready()`` plugs in with
+:func:`set_source`). A committed change, and a reset of counters, writes a new random
+stamp (:func:`mark_changed`, called by :mod:`ratelimits.signals`), so every worker
+enforces it within ``POLICY_REFRESH_INTERVAL`` seconds, even after Redis lost its data.
+A reload also forgets the over-limit keys the worker remembers
+(:mod:`ratelimits.engine.denials`).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
-import random
 import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from ratelimits import breaker as breakers
-from ratelimits import connection, denials, identity, keys, validators
+from django.core.signals import setting_changed
+
 from ratelimits.conf import app_settings
+from ratelimits.engine.denials import clear as clear_denials
+from ratelimits.engine.keys import version_key
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import breaker as breakers
+from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
-
-if TYPE_CHECKING:
-    from ratelimits.overrides import Exemption, Overrides
 
 logger = logging.getLogger("ratelimits")
 
-
-@dataclass(frozen=True, slots=True)
-class CompiledPolicy:
-    """A policy as the hot path needs it: immutable, with its script arguments ready."""
-
-    name: str
-    endpoint: str
-    methods: frozenset[str]
-    algorithm: str
-    limit: int
-    window: int
-    key: str
-    key_kind: str
-    header_meta_key: str | None
-    enforce: bool
-    fail_open: bool
-    #: For each shard, its four ARGV slots in ``lua/decide.lua``: algorithm, the shard's
-    #: share of the limit, window_ms, enforce. One entry for an unsharded policy.
-    script_args: tuple[tuple[str, str, str, str], ...]
-    #: Who gets another limit or none (:mod:`ratelimits.overrides`); ``None`` when nobody.
-    overrides: Overrides | None = field(default=None, compare=False, repr=False)
-    #: For a policy an override made, which one ("user alice", "10.0.0.0/8"); else "".
-    override: str = ""
-
-    @classmethod
-    def build(
-        cls,
-        *,
-        name: str,
-        endpoint: str,
-        algorithm: str,
-        limit: int,
-        window: int,
-        key: str = "user_or_ip",
-        methods: str = "",
-        mode: str = "enforce",
-        fail_open: bool = True,
-        shards: int = 1,
-    ) -> CompiledPolicy:
-        header = validators.header_name(key)
-        enforce = mode == "enforce"
-        shards = max(1, min(int(shards), int(limit)))
-        return cls(
-            name=name,
-            endpoint=endpoint,
-            methods=frozenset(m for m in methods.split(",") if m),
-            algorithm=algorithm,
-            limit=int(limit),
-            window=int(window),
-            key=key,
-            key_kind="header" if header else key,
-            header_meta_key=identity.meta_key(header) if header else None,
-            enforce=enforce,
-            fail_open=bool(fail_open),
-            script_args=tuple(
-                (algorithm, str(share), str(int(window) * 1000), "1" if enforce else "0")
-                for share in shard_limits(int(limit), shards)
-            ),
-        )
-
-    @classmethod
-    def from_model(cls, policy: object) -> CompiledPolicy:
-        return cls.build(
-            **{
-                field: getattr(policy, field)
-                for field in (
-                    "name",
-                    "endpoint",
-                    "algorithm",
-                    "limit",
-                    "window",
-                    "key",
-                    "methods",
-                    "mode",
-                    "fail_open",
-                    "shards",
-                )
-            }
-        )
-
-    def with_limit(self, limit: int, *, override: str) -> CompiledPolicy:
-        """This policy with another limit (same key, window and shards as far as the limit
-        allows), as an override applies it."""
-        shards = min(len(self.script_args), limit)
-        algorithm, _, window_ms, enforce = self.script_args[0]
-        return replace(
-            self,
-            limit=limit,
-            script_args=tuple(
-                (algorithm, str(share), window_ms, enforce) for share in shard_limits(limit, shards)
-            ),
-            overrides=None,
-            override=override,
-        )
-
-    def for_client(self, user_key: str | None, identity: str) -> CompiledPolicy | None:
-        """The policy as it applies to this client after overrides; ``None`` when exempt."""
-        if self.overrides is None:
-            return self
-        return self.overrides.resolve(self, user_key, identity)
-
-    def rule_for(self, user_key: str | None, identity: str) -> CompiledPolicy | Exemption:
-        """Like :meth:`for_client`, but an exemption is an :class:`~ratelimits.overrides.
-        Exemption` naming the override (for tools that show which rule applied)."""
-        if self.overrides is None:
-            return self
-        return self.overrides.rule(self, user_key, identity)
-
-    @property
-    def is_path_pattern(self) -> bool:
-        return self.endpoint.startswith(("/", "*"))
-
-    @property
-    def shards(self) -> int:
-        return len(self.script_args)
-
-    def key_for(self, identity: str, shard: int = 0) -> str:
-        """The key counting ``identity`` (in ``shard``, for a sharded policy)."""
-        return keys.build_key(
-            app_settings.KEY_PREFIX,
-            identity,
-            self.name,
-            self.algorithm,
-            shard if len(self.script_args) > 1 else None,
-        )
-
-    def pick_shard(self) -> int:
-        """The shard one request counts in: uniformly at random (0 when unsharded)."""
-        count = len(self.script_args)
-        return random.randrange(count) if count > 1 else 0
+#: What the table is loaded from: a callable returning the enabled policies, compiled.
+PolicySource = Callable[[], Iterable[CompiledPolicy]]
 
 
-def shard_limits(limit: int, shards: int) -> list[int]:
-    """``limit`` split over ``shards`` as evenly as whole numbers allow (they sum to it)."""
-    share, extra = divmod(limit, shards)
-    return [share + (1 if i < extra else 0) for i in range(shards)]
+def _no_source() -> Iterable[CompiledPolicy]:
+    raise ConfigurationError(
+        "ratelimits has no policy source: add 'ratelimits' to INSTALLED_APPS "
+        "(its AppConfig.ready() connects the database)."
+    )
+
+
+_source: PolicySource = _no_source
+
+
+def set_source(source: PolicySource) -> None:
+    """Load the table from ``source`` from now on (and drop the one held)."""
+    global _source
+    _source = source
+    reset()
 
 
 class PolicyTable:
@@ -244,21 +129,15 @@ def get_table() -> PolicyTable:
         if table is None or version != _cache.version or too_old:
             table = _cache.table = load_table()
             _cache.loaded_at = now
-            denials.clear()  # a limit may have changed, or counters were reset
+            clear_denials()  # a limit may have changed, or counters were reset
         _cache.version = version
         _cache.checked_at = now
         return table
 
 
 def load_table() -> PolicyTable:
-    """Compile the enabled policies and their overrides from the database (one query, or
-    up to three with overrides)."""
-    from ratelimits import overrides
-    from ratelimits.models import Policy
-
-    rows = list(Policy.objects.filter(enabled=True))
-    compiled = [CompiledPolicy.from_model(p) for p in rows]
-    return PolicyTable(overrides.load(compiled, {p.name: p.pk for p in rows}))
+    """A new table from the source (the enabled policies and their overrides)."""
+    return PolicyTable(_source())
 
 
 def mark_changed() -> None:
@@ -266,13 +145,13 @@ def mark_changed() -> None:
     workers watch (a policy changed, or counters were reset)."""
     with _cache.lock:
         _cache.table = None
-    denials.clear()
+    clear_denials()
     try:
         # A fresh random stamp, not a counter: after Redis lost its data a counter would
         # start again at 1, a value a worker may already hold, and that worker would miss
         # the change until POLICY_MAX_AGE.
         stamp = uuid.uuid4().hex
-        connection.get_client().set(keys.version_key(app_settings.KEY_PREFIX), stamp)
+        connection.get_client().set(version_key(app_settings.KEY_PREFIX), stamp)
     except (*connection.REDIS_ERRORS, ConfigurationError) as e:
         logger.warning(
             "ratelimits: could not announce a policy change to other workers (%s); "
@@ -283,12 +162,12 @@ def mark_changed() -> None:
 
 
 def reset() -> None:
-    """Forget the table (tests, settings changes)."""
+    """Forget the table (tests, settings changes); the next request loads it again."""
     with _cache.lock:
         _cache.table = None
         _cache.version = None
         _cache.checked_at = _cache.loaded_at = 0.0
-    denials.clear()
+    clear_denials()
 
 
 def _read_version(known: bytes | None) -> bytes | None:
@@ -297,7 +176,7 @@ def _read_version(known: bytes | None) -> bytes | None:
     A missing stamp is written (a random one, unless another worker wrote one first): the
     stamp then disappears only when Redis loses its data, and every worker notices that
     as a change, reloads and forgets the denials it remembers for counts that are gone."""
-    key = keys.version_key(app_settings.KEY_PREFIX)
+    key = version_key(app_settings.KEY_PREFIX)
     try:
         client = connection.get_client()
     except ConfigurationError as e:
@@ -316,3 +195,11 @@ def _read_version(known: bytes | None) -> bytes | None:
         return known
     guard.success()
     return version
+
+
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("RATELIMITS", "CACHES"):
+        reset()
+
+
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.table")

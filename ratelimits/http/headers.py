@@ -8,14 +8,34 @@ One list member per policy::
 ``q`` is the limit, ``w`` the window in seconds, ``r`` the remaining quota and ``t`` the
 seconds (rounded up) until one more unit frees up. Decisions made without Redis (fail
 mode) are left out: their numbers are unknown.
+
+A face keeps the decisions it made on the Django request (:func:`attach_decisions`); the
+response-header middleware writes the fields from them (:func:`decisions_of`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
-from ratelimits.decision import Decision
+from ratelimits.engine.decision import Decision
+
+#: The Django request attribute holding the decisions made for it.
+DECISIONS_ATTRIBUTE = "ratelimit_decisions"
+
+
+def attach_decisions(request: Any, decisions: Iterable[Decision]) -> None:
+    """Keep ``decisions`` on the Django request (a DRF request's underlying one), after
+    any made earlier in the same request."""
+    http_request = getattr(request, "_request", request)
+    previous = getattr(http_request, DECISIONS_ATTRIBUTE, ())
+    setattr(http_request, DECISIONS_ATTRIBUTE, (*previous, *decisions))
+
+
+def decisions_of(request: Any) -> tuple[Decision, ...]:
+    """The decisions made for ``request`` so far."""
+    return getattr(request, DECISIONS_ATTRIBUTE, ())
 
 
 def policy_field(decisions: Iterable[Decision]) -> str:

@@ -11,11 +11,12 @@ import struct
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ratelimits import connection, keys, limiter
-from ratelimits.connection import Client
-from ratelimits.decision import Decision
-from ratelimits.inventory import policy_check
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine import keys, limiter
+from ratelimits.engine.decision import Decision
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import connection
+from ratelimits.engine.store.connection import Client
+from ratelimits.tools.inventory import policy_check
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,12 @@ from typing import Any
 
 import redis
 
-from ratelimits import connection, keys, limiter, policy_table
 from ratelimits.conf import app_settings
-from ratelimits.connection import Client
-from ratelimits.decision import Decision
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine import keys, limiter, table
+from ratelimits.engine.decision import Decision
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import connection
+from ratelimits.engine.store.connection import Client
 
 #: Keys per ``SCAN`` call (a hint to Redis) and per pipelined batch of reads.
 SCAN_BATCH = 1000
@@ -137,7 +138,7 @@ def delete(client: Client, names: Iterable[keys.KeyName]) -> int:
     if batch:
         deleted += _unlink(client, batch)
     if deleted:
-        policy_table.mark_changed()
+        table.mark_changed()
     return deleted
 
 

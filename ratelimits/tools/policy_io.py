@@ -55,7 +55,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import transaction
 from django.db.models import Prefetch, prefetch_related_objects
 
-from ratelimits import override_identity
+from ratelimits.engine import override_identity
 from ratelimits.models import Policy, PolicyOverride
 
 FORMATS = ("json", "yaml")

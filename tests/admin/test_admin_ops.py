@@ -8,25 +8,15 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from ratelimits import limiter, memory
+from ratelimits.engine import limiter
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.tools import memory
+from tests.helpers import make_policy
 
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "/admin/ratelimits/policy/"
-
-
-def make(name: str = "login", **fields: object) -> Policy:
-    values = {
-        "endpoint": f"api:{name}",
-        "algorithm": "sliding_log",
-        "limit": 5,
-        "window": 60,
-        "key": "ip",
-        **fields,
-    }
-    return Policy.objects.create(name=name, **values)
 
 
 def use(policy: Policy, who: str, times: int) -> None:
@@ -51,7 +41,7 @@ def history(policy: Policy) -> list[str]:
 
 
 def test_limit_window_mode_enabled_are_editable_in_the_list(admin_client):
-    policy = make()
+    policy = make_policy()
     data = {
         "form-TOTAL_FORMS": "1",
         "form-INITIAL_FORMS": "1",
@@ -69,7 +59,7 @@ def test_limit_window_mode_enabled_are_editable_in_the_list(admin_client):
 
 
 def test_list_edit_with_a_bad_value_saves_nothing(admin_client):
-    policy = make()
+    policy = make_policy()
     data = {
         "form-TOTAL_FORMS": "1",
         "form-INITIAL_FORMS": "1",
@@ -98,19 +88,19 @@ def test_list_edit_with_a_bad_value_saves_nothing(admin_client):
     ],
 )
 def test_key_kind_filter(admin_client, kind, expected):
-    make("a", key="user")
-    make("b", key="ip")
-    make("c", key="header:X-Api-Key")
-    make("d", key="global")
-    make("e", key="user_or_ip")
+    make_policy("a", key="user")
+    make_policy("b", key="ip")
+    make_policy("c", key="header:X-Api-Key")
+    make_policy("d", key="global")
+    make_policy("e", key="user_or_ip")
     response = admin_client.get(CHANGELIST, {"key_kind": kind})
     shown = [p.name for p in response.context["cl"].result_list]
     assert shown == expected
 
 
 def test_search_by_name_and_endpoint(admin_client):
-    make("login")
-    make("search", endpoint="/api/search/*")
+    make_policy("login")
+    make_policy("search", endpoint="/api/search/*")
 
     def names(q: str) -> list[str]:
         return [p.name for p in admin_client.get(CHANGELIST, {"q": q}).context["cl"].result_list]
@@ -131,8 +121,8 @@ def test_search_by_name_and_endpoint(admin_client):
 def test_actions_change_the_policies_and_write_history(
     admin_client, action, field, before, after, message
 ):
-    first, second = make("a", **{field: before}), make("b", **{field: before})
-    untouched = make("c", **{field: before})
+    first, second = make_policy("a", **{field: before}), make_policy("b", **{field: before})
+    untouched = make_policy("c", **{field: before})
     response = admin_client.post(
         CHANGELIST, {"action": action, "_selected_action": [first.pk, second.pk]}
     )
@@ -147,7 +137,7 @@ def test_actions_change_the_policies_and_write_history(
 
 
 def test_actions_need_the_change_permission():
-    policy = make(enabled=False)
+    policy = make_policy(enabled=False)
     client = staff_client("view_policy")
     response = client.get(CHANGELIST)
     assert response.status_code == 200
@@ -158,7 +148,7 @@ def test_actions_need_the_change_permission():
 
 
 def test_reset_action_needs_the_reset_permission(redis_client):
-    policy = make()
+    policy = make_policy()
     use(policy, "ip:203.0.113.7", 3)
     client = staff_client("view_policy", "change_policy")
     actions = [
@@ -170,7 +160,7 @@ def test_reset_action_needs_the_reset_permission(redis_client):
 
 
 def test_reset_action_deletes_the_keys_of_the_selected_policies_only(admin_client, redis_client):
-    login, search = make("login"), make("search")
+    login, search = make_policy("login"), make_policy("search")
     use(login, "ip:203.0.113.7", 3)
     use(login, "ip:198.51.100.1", 1)
     use(search, "ip:203.0.113.7", 2)
@@ -184,7 +174,7 @@ def test_reset_action_deletes_the_keys_of_the_selected_policies_only(admin_clien
 
 
 def test_change_page_lists_the_busiest_clients(admin_client):
-    policy = make(limit=10)
+    policy = make_policy(limit=10)
     use(policy, "ip:203.0.113.7", 4)
     use(policy, "ip:198.51.100.1", 1)
     use(policy, "ip:192.0.2.9", 7)
@@ -204,7 +194,7 @@ def test_change_page_lists_the_busiest_clients(admin_client):
 
 
 def test_reading_the_change_page_consumes_nothing(admin_client, redis_client):
-    policy = make()
+    policy = make_policy()
     use(policy, "ip:203.0.113.7", 2)
     before = redis_client.dump("rl:{ip:203.0.113.7}:login:log")
     admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
@@ -212,7 +202,7 @@ def test_reading_the_change_page_consumes_nothing(admin_client, redis_client):
 
 
 def test_reset_one_client_from_the_panel(admin_client, redis_client):
-    policy = make()
+    policy = make_policy()
     use(policy, "ip:203.0.113.7", 3)
     use(policy, "ip:198.51.100.1", 1)
     url = f"{CHANGELIST}{policy.pk}/reset-counters/"
@@ -224,7 +214,7 @@ def test_reset_one_client_from_the_panel(admin_client, redis_client):
 
 
 def test_reset_view_refuses_get_and_checks_permission_and_csrf(redis_client):
-    policy = make()
+    policy = make_policy()
     use(policy, "ip:203.0.113.7", 3)
     url = f"{CHANGELIST}{policy.pk}/reset-counters/"
     viewer = staff_client("view_policy", "change_policy")
@@ -242,7 +232,7 @@ def test_reset_view_refuses_get_and_checks_permission_and_csrf(redis_client):
 
 
 def test_reset_buttons_are_hidden_without_the_permission():
-    policy = make()
+    policy = make_policy()
     use(policy, "ip:203.0.113.7", 1)
     client = staff_client("view_policy", "change_policy")
     html = client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
@@ -251,7 +241,7 @@ def test_reset_buttons_are_hidden_without_the_permission():
 
 
 def test_live_usage_says_so_when_redis_is_down(admin_client, redis_server):
-    policy = make()
+    policy = make_policy()
     redis_server.kill()
     try:
         response = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
@@ -275,7 +265,7 @@ def test_live_usage_says_so_when_redis_is_down(admin_client, redis_server):
     ],
 )
 def test_change_form_shows_memory_per_client(admin_client, algorithm, limit, size, warns):
-    policy = make(algorithm=algorithm, limit=limit)
+    policy = make_policy(algorithm=algorithm, limit=limit)
     html = admin_client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
     assert f"About <strong>{size}</strong> of Redis memory per active client" in html
     assert ("sliding_counter (about 104 B" in html) is warns
@@ -319,7 +309,7 @@ def test_endpoint_field_suggests_url_names_and_scopes(admin_client):
 
 
 def test_view_only_staff_see_but_cannot_change():
-    policy = make()
+    policy = make_policy()
     client = staff_client("view_policy")
     assert client.get(f"{CHANGELIST}{policy.pk}/change/").status_code == 200
     response = client.post(f"{CHANGELIST}{policy.pk}/change/", {"limit": "1"})
@@ -328,7 +318,7 @@ def test_view_only_staff_see_but_cannot_change():
 
 
 def test_staff_without_permissions_see_nothing():
-    policy = make()
+    policy = make_policy()
     client = staff_client()
     assert client.get(CHANGELIST).status_code == 403
     assert client.get(f"{CHANGELIST}{policy.pk}/change/").status_code == 403
@@ -337,14 +327,14 @@ def test_staff_without_permissions_see_nothing():
 
 def deny_twice(policy: Policy) -> None:
     """One admission then two denials at limit 1, flushed to Redis."""
-    from ratelimits import metrics
+    from ratelimits.engine import stats
 
     use(policy, "ip:203.0.113.7", 3)
-    assert metrics.flush()
+    assert stats.flush()
 
 
 def test_changelist_shows_denials_of_the_last_minutes(admin_client):
-    login, quiet = make("login", limit=1), make("quiet")
+    login, quiet = make_policy("login", limit=1), make_policy("quiet")
     deny_twice(login)
     html = admin_client.get(CHANGELIST).content.decode()
     assert "Denied (5 min)" in html
@@ -354,7 +344,7 @@ def test_changelist_shows_denials_of_the_last_minutes(admin_client):
 
 
 def test_changelist_still_works_when_redis_is_down(admin_client, redis_server):
-    make("login")
+    make_policy("login")
     redis_server.kill()
     try:
         response = admin_client.get(CHANGELIST)
@@ -365,8 +355,8 @@ def test_changelist_still_works_when_redis_is_down(admin_client, redis_server):
 
 
 def test_dashboard_is_linked_from_the_index_and_draws_each_policy(admin_client):
-    login = make("login", limit=1)
-    make("search", endpoint="search")
+    login = make_policy("login", limit=1)
+    make_policy("search", endpoint="search")
     deny_twice(login)
     index = admin_client.get("/admin/").content.decode()
     assert 'href="/admin/ratelimits/dashboard/"' in index
@@ -385,7 +375,7 @@ def test_dashboard_is_linked_from_the_index_and_draws_each_policy(admin_client):
 
 
 def test_dashboard_follows_the_policy_view_permission():
-    make("login")
+    make_policy("login")
     viewer = staff_client("view_policy")
     assert viewer.get("/admin/ratelimits/dashboard/").status_code == 200
     nobody = Client()
@@ -395,7 +385,7 @@ def test_dashboard_follows_the_policy_view_permission():
 
 
 def test_dashboard_says_so_when_redis_is_down(admin_client, redis_server):
-    make("login")
+    make_policy("login")
     redis_server.kill()
     try:
         response = admin_client.get("/admin/ratelimits/dashboard/")

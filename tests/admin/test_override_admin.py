@@ -10,9 +10,9 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
-from ratelimits import identity, policy_table
+from ratelimits.engine import identity, table
 from ratelimits.models import Policy, PolicyOverride
-from tests.test_admin_ops import make as make_policy
+from tests.helpers import make_policy
 
 pytestmark = pytest.mark.django_db
 
@@ -149,7 +149,7 @@ def test_create_a_user_override(admin_client, alice):
     response = save(admin_client, policy, {"user": alice.pk, "limit": 100, "comment": "plan B"})
     assert response.status_code == 302
     assert stored() == [("api", "alice", None, "", 100, False, "plan B")]
-    applied = policy_table.load_table().get("api").for_client(str(alice.pk), "ip:192.0.2.1")
+    applied = table.load_table().get("api").for_client(str(alice.pk), "ip:192.0.2.1")
     assert (applied.limit, applied.override) == (100, "user alice")
 
 
@@ -158,7 +158,7 @@ def test_create_a_group_override(admin_client, alice, partners):
     response = save(admin_client, policy, {"group": partners.pk, "exempt": True})
     assert response.status_code == 302
     assert stored() == [("api", None, "partners", "", None, True, "")]
-    assert policy_table.load_table().get("api").for_client(str(alice.pk), "ip:192.0.2.1") is None
+    assert table.load_table().get("api").for_client(str(alice.pk), "ip:192.0.2.1") is None
 
 
 @pytest.mark.parametrize(
@@ -175,7 +175,7 @@ def test_create_an_address_or_network_override(admin_client, typed, kept, client
     response = save(admin_client, policy, {"identity": typed, "limit": 50})
     assert response.status_code == 302
     assert stored() == [("api", None, None, kept, 50, False, "")]
-    compiled = policy_table.load_table().get("api")
+    compiled = table.load_table().get("api")
     assert compiled.for_client(None, client).limit == 50
     assert compiled.for_client(None, other) is compiled
 
@@ -185,7 +185,7 @@ def test_an_api_key_is_stored_hashed_as_the_limiter_hashes_it(admin_client):
     response = save(admin_client, policy, {"identity": SECRET, "limit": 500})
     assert response.status_code == 302
     assert stored() == [("api", None, None, hashed(SECRET), 500, False, "")]
-    applied = policy_table.load_table().get("api").for_client(None, hashed(SECRET))
+    applied = table.load_table().get("api").for_client(None, hashed(SECRET))
     assert applied.limit == 500
     assert applied.override == f"API key (hashed {hashed(SECRET)[2:10]}…)"
 

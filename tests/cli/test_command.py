@@ -29,18 +29,21 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import RequestFactory, override_settings
 
-from ratelimits import connection, identity, inspection, inventory, limiter
 from ratelimits.cli import output
-from ratelimits.decision import Decision
-from ratelimits.keys import build_key
+from ratelimits.engine import identity, limiter
+from ratelimits.engine.decision import Decision
+from ratelimits.engine.keys import build_key
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import connection
+from ratelimits.http import facts
 from ratelimits.models import Policy
-from ratelimits.policy_table import CompiledPolicy
 from ratelimits.testutils import free_port, reset_state
+from ratelimits.tools import inspection, inventory
 from ratelimits.validators import MAX_WINDOW
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DAY = 24 * 3600
 V4 = "ip:203.0.113.7"
 SECRET = "s3cr3t-Token-VALUE"  # mixed case: a header value is not case-folded
@@ -466,7 +469,7 @@ def clients(redis_client) -> dict[str, Any]:
     def who(policy: CompiledPolicy, ip: str = "", user: Any = None, **meta: str) -> str:
         request = RequestFactory().get("/", REMOTE_ADDR=ip, **meta)
         request.user = user or AnonymousUser()
-        found = identity.request_identity(policy.key_kind, request, policy.header_meta_key)
+        found = facts.policy_identity(request, policy)
         assert found is not None
         return found
 

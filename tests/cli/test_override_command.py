@@ -13,9 +13,9 @@ import redis
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
-from ratelimits import identity, limiter
+from ratelimits.engine import identity, limiter
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy, PolicyOverride
-from ratelimits.policy_table import CompiledPolicy
 from ratelimits.testutils import reset_state
 
 pytestmark = pytest.mark.django_db

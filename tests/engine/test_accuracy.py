@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from ratelimits import keys, limiter
-from ratelimits.decision import Decision
+from ratelimits.engine import keys, limiter
+from ratelimits.engine.decision import Decision
 from tests.helpers import policy
 
 pytestmark = pytest.mark.skipif(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ratelimits import limiter
+from ratelimits.engine import limiter
 from tests.helpers import IDENTITY, hit, hit_all, policy
 
 pytestmark = pytest.mark.usefixtures("backend")

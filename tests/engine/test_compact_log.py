@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ratelimits import connection, limiter
-from ratelimits.decision import Decision
+from ratelimits.engine import limiter
+from ratelimits.engine.decision import Decision
+from ratelimits.engine.store import connection
 from ratelimits.testutils import reset_state
 from tests.helpers import IDENTITY, hit, policy
 

@@ -7,22 +7,12 @@ import time
 
 import pytest
 
-from ratelimits import connection, denials, inventory, limiter, policy_table
+from ratelimits.engine import denials, limiter, table
 from ratelimits.models import Policy
-from tests.helpers import IDENTITY, policy
-from tests.test_processes import start_worker
+from ratelimits.tools import inventory
+from tests.helpers import IDENTITY, evalsha_calls, policy, start_worker
 
 ALGORITHMS = ["sliding_log", "compact_log", "sliding_counter", "fixed_window"]
-
-
-def evalsha_calls(redis_client) -> int:
-    """Script calls that ran (a NOSCRIPT reply, before redis-py loads the script on a
-    node that has not seen it, is a failed call and not counted)."""
-    total = 0
-    for node in connection.node_clients(redis_client):
-        row = node.info("commandstats").get("cmdstat_evalsha", {})
-        total += int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
-    return total
 
 
 def request(p, identity: str = IDENTITY):
@@ -160,7 +150,7 @@ def test_another_worker_lets_the_client_in_within_the_bound(change, redis_client
         changed = time.time()
         line = worker.stdout.readline().split()
         assert line[0] == "admitted", line
-        bound = float(policy_table.app_settings.POLICY_REFRESH_INTERVAL)
+        bound = float(table.app_settings.POLICY_REFRESH_INTERVAL)
         assert float(line[1]) - changed <= bound + 0.5
     finally:
         worker.kill()
@@ -189,11 +179,11 @@ def test_redis_losing_its_data_frees_remembered_clients_within_the_bound(
 ):
     """The policy table's stamp goes with the data; its absence reads as a change."""
     p = policy("sliding_log", limit=1, window=3600)
-    policy_table.get_table()  # the worker holds the stamp (written if missing)
+    table.get_table()  # the worker holds the stamp (written if missing)
     assert request(p).allowed
     assert request(p).decisions[0].cached
     redis_server.restart()
     assert request(p).decisions[0].cached  # not seen yet
-    time.sleep(float(policy_table.app_settings.POLICY_REFRESH_INTERVAL) + 0.1)
-    policy_table.get_table()  # a request's periodic check
+    time.sleep(float(table.app_settings.POLICY_REFRESH_INTERVAL) + 0.1)
+    table.get_table()  # a request's periodic check
     assert request(p).allowed

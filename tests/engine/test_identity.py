@@ -13,15 +13,10 @@ from django.test import RequestFactory, override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ratelimits import keys
-from ratelimits.identity import (
-    client_ip,
-    header_identity,
-    ip_identity,
-    request_identity,
-    user_identity,
-)
-from ratelimits.policy_table import CompiledPolicy
+from ratelimits.engine import keys
+from ratelimits.engine.identity import header_identity, ip_identity, user_identity
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.http.facts import client_ip, request_identity
 
 HASHED_HEADER = re.compile(r"h:[0-9a-f]{32}")
 HASHED_USER = re.compile(r"u#[0-9a-f]{32}")

@@ -11,11 +11,10 @@ from django.db import IntegrityError, connection, transaction
 from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from ratelimits import policy_table
+from ratelimits.engine import table
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.throttling import PolicyThrottle
-from tests.test_denials import evalsha_calls
-from tests.test_processes import start_worker
+from tests.helpers import evalsha_calls, start_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -106,7 +105,7 @@ def test_the_most_specific_override_wins(alice, django_capture_on_commit_callbac
     ]
 
     def applied(user_key: str | None, identity: str = "ip:10.1.2.3") -> int | None:
-        compiled = policy_table.get_table().get("items")
+        compiled = table.get_table().get("items")
         found = compiled.for_client(user_key, identity)
         return found.limit if found else None
 
@@ -129,11 +128,11 @@ def test_a_user_in_several_overridden_groups_gets_the_most_generous(alice):
     PolicyOverride.objects.create(policy=policy, group=small, limit=3)
     PolicyOverride.objects.create(policy=policy, group=large, limit=30)
     PolicyOverride.objects.create(policy=policy, group=free, exempt=True)
-    compiled = policy_table.get_table().get("items")
+    compiled = table.get_table().get("items")
     assert compiled.for_client(str(alice.pk), "u:1").limit == 30
     alice.groups.add(free)
-    policy_table.reset()
-    assert policy_table.get_table().get("items").for_client(str(alice.pk), "u:1") is None
+    table.reset()
+    assert table.get_table().get("items").for_client(str(alice.pk), "u:1") is None
 
 
 def test_an_exempt_client_costs_no_redis_call(client, alice, redis_client):
@@ -233,7 +232,7 @@ def test_a_group_membership_change_reaches_another_worker_within_the_bound(alice
     policy = make(key="user")
     partners = Group.objects.create(name="partners")
     PolicyOverride.objects.create(policy=policy, group=partners, limit=50)
-    bound = float(policy_table.app_settings.POLICY_REFRESH_INTERVAL) + 1.0
+    bound = float(table.app_settings.POLICY_REFRESH_INTERVAL) + 1.0
     worker = start_worker("watch", "items", "30", "alice")
     try:
         assert worker.stdout.readline().strip() == "2"

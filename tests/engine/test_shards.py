@@ -10,9 +10,11 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from ratelimits import connection, inventory, keys, limiter
+from ratelimits.engine import keys, limiter
+from ratelimits.engine.policy import CompiledPolicy, shard_limits
+from ratelimits.engine.store import connection
 from ratelimits.models import Policy
-from ratelimits.policy_table import CompiledPolicy, shard_limits
+from ratelimits.tools import inventory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 

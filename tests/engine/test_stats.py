@@ -16,11 +16,12 @@ from django.conf import settings
 from django.core.checks import run_checks
 from django.test import override_settings
 
-from ratelimits import connection, metrics
-from ratelimits.breaker import breaker
-from ratelimits.dashboard_chart import render_all, render_svg
-from ratelimits.decision import Decision, Verdict
-from ratelimits.metrics import Series
+from ratelimits.admin.chart import render_all, render_svg
+from ratelimits.engine import stats
+from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.stats import Series
+from ratelimits.engine.store import connection
+from ratelimits.engine.store.breaker import breaker
 from ratelimits.models import Policy
 from ratelimits.testutils import free_port
 
@@ -81,13 +82,13 @@ def test_record_does_no_redis_io(redis_client):
     before = command_calls(redis_client)
     started = time.perf_counter()
     for _ in range(5000):
-        metrics.record(ALLOWED)
-        metrics.record(SHADOW)
+        stats.record(ALLOWED)
+        stats.record(SHADOW)
     per_call = (time.perf_counter() - started) / 10_000
     assert command_calls(redis_client) == before
     assert redis_client.keys("rl:stats:*") == []
-    (m,) = {minute for minute, _, _ in metrics.pending()}
-    assert metrics.pending() == {
+    (m,) = {minute for minute, _, _ in stats.pending()}
+    assert stats.pending() == {
         (m, "a", "allowed"): 10_000,
         (m, "s", "shadow_denied"): 5000,
     }
@@ -97,9 +98,9 @@ def test_record_does_no_redis_io(redis_client):
 def test_outcomes_are_classified_like_stats(redis_client):
     now = time.time()
     for verdict in (ALLOWED, DENIED, SHADOW, MIXED, FAILED):
-        metrics.record(verdict, now=now)
+        stats.record(verdict, now=now)
     m = minute_of(now)
-    assert metrics.pending() == {
+    assert stats.pending() == {
         (m, "a", "allowed"): 2,
         (m, "a", "denied"): 1,
         (m, "s", "shadow_denied"): 1,
@@ -117,12 +118,12 @@ def test_flush_writes_exact_counts_to_minute_keys_with_a_ttl(redis_client):
     now = time.time()
     earlier = now - 120
     for _ in range(3):
-        metrics.record(ALLOWED, now=now)
-    metrics.record(DENIED, now=now)
-    metrics.record(SHADOW, now=earlier)
-    metrics.record(FAILED, now=earlier)
-    assert metrics.flush() is True
-    assert metrics.pending() == {}
+        stats.record(ALLOWED, now=now)
+    stats.record(DENIED, now=now)
+    stats.record(SHADOW, now=earlier)
+    stats.record(FAILED, now=earlier)
+    assert stats.flush() is True
+    assert stats.pending() == {}
     assert stored(redis_client, minute_of(now)) == {"a:allowed": 3, "a:denied": 1}
     assert stored(redis_client, minute_of(earlier)) == {
         "a:allowed": 1,
@@ -131,20 +132,20 @@ def test_flush_writes_exact_counts_to_minute_keys_with_a_ttl(redis_client):
         "x:failed_closed": 1,
     }
     for minute in (minute_of(now), minute_of(earlier)):
-        assert 7100 < redis_client.ttl(f"rl:stats:{minute}") <= metrics.KEY_TTL
+        assert 7100 < redis_client.ttl(f"rl:stats:{minute}") <= stats.KEY_TTL
     assert sorted(redis_client.keys("rl:stats:*")) == sorted(
         f"rl:stats:{m}".encode() for m in (minute_of(now), minute_of(earlier))
     )
 
 
 def test_flush_is_one_round_trip_and_nothing_when_empty(redis_client):
-    assert metrics.flush() is True  # nothing buffered: no command at all
+    assert stats.flush() is True  # nothing buffered: no command at all
     now = time.time()
-    metrics.record(ALLOWED, now=now)
-    metrics.record(DENIED, now=now - 60)
+    stats.record(ALLOWED, now=now)
+    stats.record(DENIED, now=now - 60)
     connection.get_client().ping()  # connected before counting commands
     before = command_calls(redis_client)
-    metrics.flush()
+    stats.flush()
     after = command_calls(redis_client)
     changed = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert changed == {"cmdstat_hincrby": 2, "cmdstat_expire": 2}
@@ -152,60 +153,60 @@ def test_flush_is_one_round_trip_and_nothing_when_empty(redis_client):
 
 def test_two_flushes_add_up(redis_client):
     now = time.time()
-    metrics.record(ALLOWED, now=now)
-    metrics.flush()
-    metrics.record(ALLOWED, now=now)
-    metrics.record(DENIED, now=now)
-    metrics.flush()
+    stats.record(ALLOWED, now=now)
+    stats.flush()
+    stats.record(ALLOWED, now=now)
+    stats.record(DENIED, now=now)
+    stats.flush()
     assert stored(redis_client, minute_of(now)) == {"a:allowed": 2, "a:denied": 1}
 
 
 def test_flushes_use_the_key_prefix(redis_client):
     now = time.time()
     with override_settings(RATELIMITS={**settings.RATELIMITS, "KEY_PREFIX": "app2"}):
-        metrics.record(DENIED, now=now)
-        metrics.flush()
-        assert metrics.denied_since(1, now=now) == {"a": 1}
+        stats.record(DENIED, now=now)
+        stats.flush()
+        assert stats.denied_since(1, now=now) == {"a": 1}
     assert redis_client.hgetall(f"app2:stats:{minute_of(now)}") == {b"a:denied": b"1"}
-    assert metrics.denied_since(1, now=now) == {}
+    assert stats.denied_since(1, now=now) == {}
 
 
 def test_a_redis_outage_keeps_the_counts_and_delivers_them_once(redis_client):
     now = time.time()
-    metrics.record(ALLOWED, now=now)
+    stats.record(ALLOWED, now=now)
     with dead_redis(BREAKER_COOLDOWN=0.05):
-        assert metrics.flush() is False
-        metrics.record(DENIED, now=now)
-        assert metrics.flush() is False
-        assert metrics.flush() is False  # the third failure opens the breaker
+        assert stats.flush() is False
+        stats.record(DENIED, now=now)
+        assert stats.flush() is False
+        assert stats.flush() is False  # the third failure opens the breaker
         assert breaker.is_open
-        metrics.record(ALLOWED, now=now)
-        assert metrics.flush() is False  # the breaker is open: not even tried
+        stats.record(ALLOWED, now=now)
+        assert stats.flush() is False  # the breaker is open: not even tried
     m = minute_of(now)
-    assert metrics.pending() == {(m, "a", "allowed"): 2, (m, "a", "denied"): 1}
+    assert stats.pending() == {(m, "a", "allowed"): 2, (m, "a", "denied"): 1}
     assert redis_client.keys("rl:stats:*") == []
     time.sleep(0.06)  # the cooldown passes: the flusher is the breaker's probe
-    assert metrics.flush() is True
+    assert stats.flush() is True
     assert not breaker.is_open  # a successful flush closed the breaker
-    assert metrics.pending() == {}
-    assert metrics.flush() is True
+    assert stats.pending() == {}
+    assert stats.flush() is True
     assert stored(redis_client, m) == {"a:allowed": 2, "a:denied": 1}
 
 
 def test_the_buffer_drops_minutes_older_than_an_hour(redis_client, caplog):
     now = time.time()
-    metrics.record(ALLOWED, now=now - 61 * 60)
-    metrics.record(ALLOWED, now=now - 61 * 60)
-    metrics.record(DENIED, now=now - 59 * 60)
-    metrics.record(ALLOWED, now=now)
+    stats.record(ALLOWED, now=now - 61 * 60)
+    stats.record(ALLOWED, now=now - 61 * 60)
+    stats.record(DENIED, now=now - 59 * 60)
+    stats.record(ALLOWED, now=now)
     with dead_redis(), caplog.at_level(logging.WARNING, logger="ratelimits"):
-        assert metrics.flush(now=now) is False
-        assert {minute for minute, _, _ in metrics.pending()} == {
+        assert stats.flush(now=now) is False
+        assert {minute for minute, _, _ in stats.pending()} == {
             minute_of(now - 59 * 60),
             minute_of(now),
         }
-        assert metrics.flush(now=now + 120) is False  # two minutes later, still down
-        assert metrics.pending() == {(minute_of(now), "a", "allowed"): 1}
+        assert stats.flush(now=now + 120) is False  # two minutes later, still down
+        assert stats.pending() == {(minute_of(now), "a", "allowed"): 1}
     dropped = [m for m in caplog.messages if "dropped" in m]
     assert len(dropped) == 2 and dropped[0].startswith("ratelimits: dropped 2 request counts")
 
@@ -213,13 +214,13 @@ def test_the_buffer_drops_minutes_older_than_an_hour(redis_client, caplog):
 def test_a_foreign_value_at_a_stats_key_drops_only_its_counts(redis_client, caplog):
     now = time.time()
     redis_client.set(f"rl:stats:{minute_of(now - 60)}", "not a hash")
-    metrics.record(ALLOWED, now=now - 60)
-    metrics.record(ALLOWED, now=now)
+    stats.record(ALLOWED, now=now - 60)
+    stats.record(ALLOWED, now=now)
     with caplog.at_level(logging.ERROR, logger="ratelimits"):
-        assert metrics.flush() is True
+        assert stats.flush() is True
     assert any("could not count a allowed" in m for m in caplog.messages)
     assert stored(redis_client, minute_of(now)) == {"a:allowed": 1}
-    assert metrics.pending() == {}
+    assert stats.pending() == {}
     assert not breaker.is_open
 
 
@@ -235,16 +236,16 @@ def test_the_background_thread_flushes_by_itself(redis_client):
     assert flushers() == []
     now = time.time()
     started = time.monotonic()
-    metrics.record(DENIED, now=now)
+    stats.record(DENIED, now=now)
     assert len(flushers()) == 1
     while not redis_client.exists(f"rl:stats:{minute_of(now)}"):
         assert time.monotonic() - started < 1.0, "no flush within 1 s at a 0.05 s interval"
         time.sleep(0.01)
     assert time.monotonic() - started < 0.5
     assert stored(redis_client, minute_of(now)) == {"a:denied": 1}
-    metrics.record(DENIED, now=now)
+    stats.record(DENIED, now=now)
     assert len(flushers()) == 1  # one thread per process
-    metrics.reset()
+    stats.reset()
     assert flushers() == []
 
 
@@ -252,21 +253,21 @@ def test_the_background_thread_flushes_by_itself(redis_client):
 @override_settings(RATELIMITS={"METRICS_FLUSH_INTERVAL": 3600})
 def test_a_forked_child_starts_empty_with_its_own_flusher(redis_client):
     now = time.time()
-    metrics.record(ALLOWED, now=now)  # the parent's, still unsent at the fork
+    stats.record(ALLOWED, now=now)  # the parent's, still unsent at the fork
     pid = os.fork()
     if pid == 0:  # the child: report through the exit status, never return into pytest
         code = 1
         try:
-            empty = metrics.pending() == {}
-            metrics.record(DENIED, now=now)
+            empty = stats.pending() == {}
+            stats.record(DENIED, now=now)
             has_flusher = len(flushers()) == 1
-            code = 0 if empty and has_flusher and metrics.flush() else 2
+            code = 0 if empty and has_flusher and stats.flush() else 2
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert stored(redis_client, minute_of(now)) == {"a:denied": 1}  # the child's only
-    metrics.flush()
+    stats.flush()
     assert stored(redis_client, minute_of(now)) == {"a:denied": 1, "a:allowed": 1}
 
 
@@ -277,16 +278,16 @@ def test_series_and_denied_since_read_back_exact_numbers(redis_client):
     now = time.time()
     m = minute_of(now)
     for _ in range(4):
-        metrics.record(ALLOWED, now=now)
-    metrics.record(DENIED, now=now)
-    metrics.record(DENIED, now=now - 60)
-    metrics.record(SHADOW, now=now - 3 * 60)
-    metrics.record(DENIED, now=now - 10 * 60)  # outside 5 minutes
-    metrics.record(FAILED, now=now - 60)
-    metrics.flush()
+        stats.record(ALLOWED, now=now)
+    stats.record(DENIED, now=now)
+    stats.record(DENIED, now=now - 60)
+    stats.record(SHADOW, now=now - 3 * 60)
+    stats.record(DENIED, now=now - 10 * 60)  # outside 5 minutes
+    stats.record(FAILED, now=now - 60)
+    stats.flush()
     redis_client.hset(f"rl:stats:{m}", mapping={"junk": 1, "a:bogus": 2, "a:denied2": "x"})
 
-    read = metrics.series(minutes=5, now=now)
+    read = stats.series(minutes=5, now=now)
     assert read.minutes == [m - 4, m - 3, m - 2, m - 1, m]
     assert read.timestamps == [minute * 60 for minute in read.minutes]
     assert read.policies == ["a", "o", "s", "x"]
@@ -303,31 +304,31 @@ def test_series_and_denied_since_read_back_exact_numbers(redis_client):
     assert read.counts["x"]["failed_closed"] == [0, 0, 0, 1, 0]
     assert read.total("a", "allowed") == 5
 
-    only = metrics.series(["a", "quiet"], minutes=60, now=now)
+    only = stats.series(["a", "quiet"], minutes=60, now=now)
     assert list(only.counts) == ["a", "quiet"]
     assert len(only.minutes) == 60 and only.minutes[-1] == m
-    assert only.counts["quiet"] == {o: [0] * 60 for o in metrics.OUTCOMES}
+    assert only.counts["quiet"] == {o: [0] * 60 for o in stats.OUTCOMES}
     assert only.counts["a"]["denied"][-11:] == [1] + [0] * 8 + [1, 1]
-    assert only.of("missing") == {o: [0] * 60 for o in metrics.OUTCOMES}
+    assert only.of("missing") == {o: [0] * 60 for o in stats.OUTCOMES}
 
-    assert metrics.denied_since(5, now=now) == {"a": 2, "o": 0, "s": 0, "x": 0}
-    assert metrics.denied_since(1, now=now) == {"a": 1}
-    assert metrics.denied_since(15, now=now)["a"] == 3
-    with_failures = metrics.denied_since(5, now=now, outcomes=("denied", "failed_closed"))
+    assert stats.denied_since(5, now=now) == {"a": 2, "o": 0, "s": 0, "x": 0}
+    assert stats.denied_since(1, now=now) == {"a": 1}
+    assert stats.denied_since(15, now=now)["a"] == 3
+    with_failures = stats.denied_since(5, now=now, outcomes=("denied", "failed_closed"))
     assert with_failures == {"a": 2, "o": 0, "s": 0, "x": 1}
 
 
 def test_series_is_one_hgetall_per_minute(redis_client):
     before = command_calls(redis_client).get("cmdstat_hgetall", 0)
-    assert metrics.series().counts == {}
+    assert stats.series().counts == {}
     assert command_calls(redis_client)["cmdstat_hgetall"] - before == 60
     with pytest.raises(ValueError):
-        metrics.series(minutes=0)
+        stats.series(minutes=0)
 
 
 def test_series_raises_when_redis_is_down(redis_client):
     with dead_redis(), pytest.raises(redis.ConnectionError):
-        metrics.series()
+        stats.series()
 
 
 # Through the demo API -------------------------------------------------------------------
@@ -345,8 +346,8 @@ def test_requests_through_the_api_are_counted(client, redis_client):
     # Not yet sent (the scripts' own HINCRBY calls count too, but they use PEXPIRE).
     assert calls.get("cmdstat_expire") == before.get("cmdstat_expire")
     assert redis_client.keys("rl:stats:*") == []
-    assert metrics.flush() is True
-    read = metrics.series(["items", "items-shadow"], minutes=2)
+    assert stats.flush() is True
+    read = stats.series(["items", "items-shadow"], minutes=2)
     assert read.total("items", "allowed") == 2
     assert read.total("items", "denied") == 1
     assert read.total("items-shadow", "allowed") == 1
@@ -354,7 +355,7 @@ def test_requests_through_the_api_are_counted(client, redis_client):
     # The 3rd was denied by this worker without Redis (the 2nd used items' last unit:
     # ratelimits.denials), so the shadow policy was not asked.
     assert read.total("items-shadow", "shadow_denied") == 1
-    assert metrics.denied_since() == {"items": 1, "items-shadow": 0}
+    assert stats.denied_since() == {"items": 1, "items-shadow": 0}
 
 
 # Settings -------------------------------------------------------------------------------
@@ -371,7 +372,7 @@ def test_a_bad_flush_interval_is_e002(value):
 
 
 def a_series(policy: str = "login", n: int = 60, **rows: list[int]) -> Series:
-    counts = {o: [0] * n for o in metrics.OUTCOMES} | rows
+    counts = {o: [0] * n for o in stats.OUTCOMES} | rows
     return Series(minutes=list(range(1000, 1000 + n)), counts={policy: counts})
 
 
@@ -446,8 +447,8 @@ def test_failures_get_their_own_line_and_each_policy_its_own_chart():
     read = Series(
         minutes=list(range(1000, 1060)),
         counts={
-            "a": {o: [0] * 60 for o in metrics.OUTCOMES} | {"failed_closed": failed},
-            "b": {o: [1] * 60 for o in metrics.OUTCOMES},
+            "a": {o: [0] * 60 for o in stats.OUTCOMES} | {"failed_closed": failed},
+            "b": {o: [1] * 60 for o in stats.OUTCOMES},
         },
     )
     charts = render_all(read)

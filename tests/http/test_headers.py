@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ratelimits.decision import Decision
-from ratelimits.headers import policy_field, ratelimit_field
+from ratelimits.engine.decision import Decision
+from ratelimits.http.headers import policy_field, ratelimit_field
 
 
 def decision(policy: str = "login", **changes: Any) -> Decision:

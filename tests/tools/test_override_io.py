@@ -17,9 +17,9 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError, connection
 from django.test import Client
 
-from ratelimits import identity, policy_table
+from ratelimits.engine import identity, table
 from ratelimits.models import Policy, PolicyOverride
-from ratelimits.policy_io import (
+from ratelimits.tools.policy_io import (
     FORMATS,
     PolicyFileError,
     apply_import,
@@ -167,7 +167,7 @@ def test_export_delete_import_gives_the_same_tables_and_text(
     assert (list(Policy.objects.order_by("name").values_list("name", "key")), overrides()) == tables
     assert dump_policies(Policy.objects.all(), fmt) == before
     # The restored key still matches the client's requests.
-    applied = policy_table.load_table().get("api").for_client(None, hashed(SECRET))
+    applied = table.load_table().get("api").for_client(None, hashed(SECRET))
     assert (applied.limit, applied.override) == (2, f"API key (hashed {hashed(SECRET)[2:10]}…)")
 
 
@@ -590,7 +590,7 @@ def test_the_api_key_is_in_no_export_table_page_history_or_redis_key(
     assert (
         admin_client.post(f"/admin/ratelimits/policy/{policy.pk}/change/", data).status_code == 302
     )
-    policy_table.reset()
+    table.reset()
 
     # The override applies to the key's requests (2, not the policy's 1), and not to others.
     statuses = [client.get("/api/search/", HTTP_X_API_KEY=SECRET).status_code for _ in range(3)]
@@ -614,10 +614,10 @@ def test_the_api_key_is_in_no_export_table_page_history_or_redis_key(
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM ratelimits_policyoverride")
-        table = repr(cursor.fetchall())
+        rows = repr(cursor.fetchall())
         cursor.execute("SELECT change_message FROM django_admin_log")
         log = repr(cursor.fetchall())
-    assert hashed(SECRET) in table and SECRET not in table and SECRET.lower() not in table
+    assert hashed(SECRET) in rows and SECRET not in rows and SECRET.lower() not in rows
     assert "API key (hashed" in log and SECRET not in log
 
     page = admin_client.get(f"/admin/ratelimits/policy/{policy.pk}/change/").content.decode()

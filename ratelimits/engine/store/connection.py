@@ -21,14 +21,15 @@ from urllib.parse import SplitResult, unquote, urlsplit
 
 import redis
 from django.core.cache import caches
+from django.core.signals import setting_changed
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
-from ratelimits import breaker as breakers
 from ratelimits.conf import app_settings
+from ratelimits.engine.store import breaker as breakers
 from ratelimits.exceptions import ConfigurationError
 
 #: What :func:`get_client` returns: one server's client, or a cluster's.
@@ -131,6 +132,14 @@ def reset() -> None:
             client.close()
         else:
             client.connection_pool.disconnect()
+
+
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("RATELIMITS", "CACHES"):
+        reset()
+
+
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.store.connection")
 
 
 def _get_or_create(purpose: str, timeout: float) -> Client:

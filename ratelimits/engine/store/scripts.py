@@ -34,7 +34,7 @@ def lua_dir() -> Traversable:
             return installed
     except ModuleNotFoundError:
         pass
-    source_tree = Path(__file__).resolve().parent.parent / "lua"
+    source_tree = Path(__file__).resolve().parents[3] / "lua"
     if (source_tree / "decide.lua").is_file():
         return source_tree
     raise ScriptsNotFound(

@@ -11,11 +11,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ratelimits import connection
 from ratelimits.cli import keys, policies, probe
+from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
-from ratelimits.identity import IDENTITY_FORMS
-from ratelimits.policy_io import FORMATS
+from ratelimits.tools.identities import IDENTITY_FORMS
+from ratelimits.tools.policy_io import FORMATS
 
 SUBCOMMANDS = {
     "policies": policies.run_policies,

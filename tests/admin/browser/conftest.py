@@ -32,7 +32,7 @@ import pytest
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOTS = ROOT / "test-output" / "screenshots"
 CHROMIUM_ENV = "RATELIMITS_CHROMIUM"
 CHROMIUM_NAMES = ("chromium", "chromium-browser")

@@ -17,8 +17,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from ratelimits import metrics
 from ratelimits.conf import app_settings
+from ratelimits.engine import stats
 from ratelimits.models import Policy
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -108,7 +108,7 @@ def test_operator_scenario_policy_limit_dashboard_reset_and_memory_estimate(
     # 3. Raise the limit to 5 in the changelist (list_editable) and the API follows.
     # The live server is a thread of this process: flushing here sends its buffered
     # counts, so the changelist's "denied (5 min)" column already shows the denial.
-    assert metrics.flush()
+    assert stats.flush()
     page.goto("/admin/ratelimits/policy/")
     row = page.locator("#result_list tbody tr").filter(has_text="api:login")
     expect(row).to_have_count(1)
@@ -140,7 +140,7 @@ def test_operator_scenario_policy_limit_dashboard_reset_and_memory_estimate(
     assert "q=5" in response.headers["ratelimit-policy"]
 
     # 4. The dashboard, opened from the admin index, shows the denial.
-    assert metrics.flush()
+    assert stats.flush()
     page.goto("/admin/")
     link = page.locator("#content-main").get_by_role("link", name="Dashboard", exact=True)
     expect(link).to_have_attribute("href", "/admin/ratelimits/dashboard/")

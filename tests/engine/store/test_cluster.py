@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from redis.cluster import RedisCluster
 
-from ratelimits import connection, inventory, limiter
+from ratelimits.engine import limiter
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import connection
 from ratelimits.models import Policy
-from ratelimits.policy_table import CompiledPolicy
 from ratelimits.testutils import RedisClusterServers
+from ratelimits.tools import inventory
 
 pytestmark = [
     pytest.mark.django_db,

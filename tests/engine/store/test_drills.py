@@ -27,8 +27,8 @@ from django.db import connection, connections
 from django.http import HttpResponse
 from django.test import Client, override_settings
 
-from ratelimits import keys
 from ratelimits.conf import app_settings
+from ratelimits.engine import keys
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer
 
@@ -658,13 +658,13 @@ class CommitBeforeLine:
     lock is free then (where it is held, another thread's commit would wait)."""
 
     def __init__(self, k: int) -> None:
-        from ratelimits import policy_table
+        from ratelimits.engine import table
 
         self.k = k
         self.lines = 0
         self.committed = False
-        self._policy_table = policy_table
-        self._lookup = policy_table.get_table.__code__
+        self._policy_table = table
+        self._lookup = table.get_table.__code__
 
     def __call__(self, frame: Any, event: str, arg: Any) -> Any:
         return self._line if frame.f_code is self._lookup else None

@@ -12,7 +12,7 @@ import pytest
 import redis
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 
-from ratelimits import connection
+from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
 

@@ -1,0 +1,36 @@
+"""The engine: (policies, identities) -> decisions, in one Redis call per request.
+
+Everything here is free of DRF, django-ninja, the admin, HTTP requests and the command;
+the faces (:mod:`ratelimits.throttling`, :mod:`ratelimits.middleware`, the admin, the
+``ratelimits`` command, Prometheus) sit on top. The entry points, importable from here:
+
+- :func:`decide` decides one request's :class:`Check`\\ s, all or nothing, and records
+  them; :func:`peek` looks without recording. Both return a :class:`Verdict` of
+  :class:`Decision`\\ s.
+- :func:`get_table` is this process's policy table (:class:`PolicyTable`, of
+  :class:`CompiledPolicy`), reloaded when a change is announced.
+
+The modules, bottom up: ``store/`` (the Redis client, its circuit breakers, the Lua
+files), :mod:`~.keys` and :mod:`~.identity` (key names, who is counted),
+:mod:`~.override_identity`, :mod:`~.policy` and :mod:`~.overrides` (a policy as the hot
+path needs it), :mod:`~.table` (matching), :mod:`~.denials` (floods answered in the
+worker), :mod:`~.stats` and :mod:`~.reporting` (counting outcomes), :mod:`~.limiter`
+(the call). Modules inside the engine import each other by their full path, never
+through this package.
+"""
+
+from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.limiter import Check, decide, peek
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.table import PolicyTable, get_table
+
+__all__ = [
+    "Check",
+    "CompiledPolicy",
+    "Decision",
+    "PolicyTable",
+    "Verdict",
+    "decide",
+    "get_table",
+    "peek",
+]

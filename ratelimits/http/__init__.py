@@ -1,0 +1,3 @@
+"""Between Django requests and the engine: the facts a face reads off a request
+(:mod:`~ratelimits.http.facts`) and the RateLimit response fields every face writes
+(:mod:`~ratelimits.http.headers`)."""

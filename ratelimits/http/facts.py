@@ -1,0 +1,115 @@
+"""What the engine needs to know of a Django request: the one place every face reads it.
+
+The client address behind trusted proxies, the user, a header's value, the view's URL
+name, and from them the checks (policy, identity, shard) the engine decides. The DRF
+throttle and the ``ratelimits check`` command use it; so will every other face.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ratelimits.conf import app_settings
+from ratelimits.engine.exemptions import is_exempt_address
+from ratelimits.engine.identity import GLOBAL, header_identity, ip_identity, user_identity
+from ratelimits.engine.limiter import Check
+from ratelimits.engine.policy import CompiledPolicy
+
+#: Who a request counts as under a policy (``None`` leaves the policy out).
+IdentityOf = Callable[[Any, CompiledPolicy], "str | None"]
+
+
+def client_ip(meta: dict[str, Any]) -> str:
+    """The client address, trusting ``X-Forwarded-For`` only as far as ``NUM_PROXIES``.
+
+    With N trusted proxies each appending to the header, the client is the Nth address
+    from the right; whatever a client writes further left is ignored. With 0 proxies the
+    header is ignored and ``REMOTE_ADDR`` is the client.
+    """
+    remote = str(meta.get("REMOTE_ADDR") or "")
+    proxies = int(app_settings.NUM_PROXIES)
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR")
+    if proxies <= 0 or not forwarded:
+        return remote
+    addresses = [part.strip() for part in str(forwarded).split(",") if part.strip()]
+    if not addresses:
+        return remote
+    candidate = addresses[-min(proxies, len(addresses))]
+    try:
+        ipaddress.ip_address(candidate)
+    except ValueError:
+        return remote
+    return candidate
+
+
+def request_identity(kind: str, request: Any, header_meta_key: str | None = None) -> str | None:
+    """The identity of ``request`` for a policy key kind, or ``None`` when it does not apply.
+
+    ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``header``, ``global``. A ``user``
+    policy does not count anonymous requests (use ``user_or_ip`` for those).
+    """
+    if kind == GLOBAL:
+        return GLOBAL
+    if kind in ("user", "user_or_ip"):
+        user = getattr(request, "user", None)
+        if user is not None and user.is_authenticated:
+            return user_identity(user.pk)
+        if kind == "user":
+            return None
+    meta = request.META
+    if kind == "header" and header_meta_key:
+        value = meta.get(header_meta_key)
+        if value:
+            return header_identity(header_meta_key, value)
+    return ip_identity(client_ip(meta))
+
+
+def user_key(request: Any) -> str | None:
+    """The key of ``request``'s user in an override table (``str(pk)``; ``None`` when
+    anonymous)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return None
+    return str(user.pk)
+
+
+def is_exempt(request: Any) -> bool:
+    """True when ``request`` comes from an ``EXEMPT_NETWORKS`` address."""
+    return is_exempt_address(client_ip(request.META))
+
+
+def url_name(request: Any) -> str | None:
+    """The resolved URL name (``namespace:name``), ``None`` before URL resolution."""
+    match = getattr(request, "resolver_match", None)
+    return match.view_name if match is not None else None
+
+
+def policy_identity(request: Any, policy: CompiledPolicy) -> str | None:
+    """Who ``request`` counts as under ``policy``."""
+    return request_identity(policy.key_kind, request, policy.header_meta_key)
+
+
+def checks_for(
+    request: Any,
+    policies: Iterable[CompiledPolicy],
+    identity_of: IdentityOf = policy_identity,
+) -> list[Check]:
+    """The checks to decide for ``request``: one per policy that counts it, with the
+    client's override applied and its shard picked. Empty for an exempt network; a policy
+    an override exempts the client from, or whose identity is ``None``, is left out."""
+    policies = list(policies)
+    if not policies or is_exempt(request):
+        return []
+    overridden = any(policy.overrides is not None for policy in policies)
+    user = user_key(request) if overridden else None
+    checks = []
+    for policy in policies:
+        who = identity_of(request, policy)
+        if who is None:
+            continue
+        applied = policy.for_client(user, who) if overridden else policy
+        if applied is not None:  # None: an override exempts this client
+            checks.append(Check(applied, who, applied.pick_shard()))
+    return checks

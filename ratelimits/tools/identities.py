@@ -1,0 +1,67 @@
+"""Identities as a person types them: ``user:alice``, an address, ``header:X-Api-Key=...``.
+
+The admin and the ``ratelimits`` command turn what an operator types into the identity
+the limiter counts (:func:`identity_from_text`), so keys can be found and reset by it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from ratelimits.engine.identity import (
+    GLOBAL,
+    UNKNOWN_IP,
+    header_identity,
+    ip_identity,
+    meta_key,
+    user_identity,
+)
+
+_HASHED = re.compile(r"(u#|h:)[0-9a-f]{32}")
+
+IDENTITY_FORMS = (
+    "user:<username>, u:<user pk>, ip:<address> (or a bare address), "
+    "header:<Name>=<value>, global, or a hashed identity as listed by `keys`"
+)
+
+
+def identity_from_text(text: str) -> str:
+    """The identity a person means by ``text`` (see :data:`IDENTITY_FORMS`).
+
+    ``user:alice`` looks the user up; an address is grouped like the limiter groups it
+    (IPv6 to its ``IPV6_PREFIX`` network); a header value is hashed. Raises ``ValueError``
+    with a readable message for anything else.
+    """
+    text = text.strip()
+    if text in (GLOBAL, UNKNOWN_IP) or _HASHED.fullmatch(text):
+        return text
+    if text.startswith("user:"):
+        return user_identity(find_user(text.removeprefix("user:")).pk)
+    if text.startswith("u:") and len(text) > 2:
+        return user_identity(text.removeprefix("u:"))
+    if text.startswith("header:"):
+        name, sep, value = text.removeprefix("header:").partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{text!r}: write a header as header:<Name>=<value>.")
+        return header_identity(meta_key(name), value)
+    address = text.removeprefix("ip:")
+    try:
+        network = ipaddress.ip_network(address, strict=False)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an identity. Use {IDENTITY_FORMS}.") from None
+    if "/" in address and network.num_addresses > 1 and network.version == 4:
+        raise ValueError(f"{text!r}: IPv4 identities are single addresses.")
+    return ip_identity(str(network.network_address))
+
+
+def find_user(username: str) -> Any:
+    """The user called ``username``; ``ValueError`` when there is none."""
+    model = get_user_model()
+    try:
+        return model._default_manager.get_by_natural_key(username)
+    except model.DoesNotExist:
+        raise ValueError(f"There is no user {username!r}.") from None
