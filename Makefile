@@ -1,33 +1,46 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-INSTALLED := $(VENV)/.installed
+# What the app and the demo need; the tests, lint, docs and benchmarks add the dev set.
+APP := $(VENV)/.installed-app
+DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo test bench lint format docs clean
 
-$(INSTALLED): requirements.txt
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	touch $(INSTALLED)
 
-demo: $(INSTALLED)
+$(APP): requirements.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $(APP)
+
+$(DEV): requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(APP) $(DEV)
+
+demo: $(APP)
 	$(PY) -m project.demo
 
-test: $(INSTALLED)
+test: $(DEV)
 	$(PY) -m pytest
 
 # Benchmarks: writes bench/RESULTS.md and bench/results.png (about 10 minutes)
-bench: $(INSTALLED)
+bench: $(DEV)
 	$(PY) -m bench
 
-lint: $(INSTALLED)
+lint: $(DEV)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
-format: $(INSTALLED)
+# The reference pages in docs/, built into site/ (strict: a broken link fails)
+docs: $(DEV)
+	$(VENV)/bin/mkdocs build --strict
+
+format: $(DEV)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .demo build dist *.egg-info test-output
+	rm -rf $(VENV) .demo build dist *.egg-info test-output site
