@@ -66,13 +66,17 @@ def _is_free(port: int) -> bool:
 
 
 class _StartedServers:
-    """A context manager over ``start()`` and ``stop()``."""
+    """A context manager over ``start()`` and ``stop()``; leaving it also removes what
+    :meth:`_remove` names (nothing here)."""
 
     def start(self) -> Self:
         raise NotImplementedError
 
     def stop(self) -> None:
         raise NotImplementedError
+
+    def _remove(self) -> None:
+        """What leaving the ``with`` block removes once :meth:`stop` has run."""
 
     def __enter__(self) -> Self:
         return self.start()
@@ -84,9 +88,69 @@ class _StartedServers:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+        self._remove()
 
 
-class RedisServer(_StartedServers):
+class _ServerProcess(_StartedServers):
+    """One ``redis-server`` process on 127.0.0.1 with a directory of its own for its
+    files and log: started, waited for and stopped the same way whatever its role."""
+
+    #: The process's name in errors, its log file, and the pause between readiness probes.
+    _name = "redis-server"
+    _log = "redis.log"
+    _pause = 0.02
+
+    def __init__(self, port: int, binary: str, dir_prefix: str) -> None:
+        self.port = port
+        self.binary = binary
+        self.process: subprocess.Popen[bytes] | None = None
+        self._dir = Path(tempfile.mkdtemp(prefix=dir_prefix))
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def _ready(self) -> bool:
+        """Whether the started process answers as it should (a Redis error: not yet)."""
+        raise NotImplementedError
+
+    def _run(self, command: Sequence[str], timeout: float) -> None:
+        """Start ``command``, its output going to the log, and wait until :meth:`_ready`.
+
+        Raises ``RuntimeError`` with the log when the process exits meanwhile, and stops
+        it and raises when it does not answer within ``timeout`` seconds.
+        """
+        log = open(self._dir / self._log, "ab")  # noqa: SIM115 - owned by the process
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                output = (self._dir / self._log).read_text(errors="replace")
+                raise RuntimeError(f"{self._name} exited at start:\n{output}")
+            try:
+                if self._ready():
+                    return
+            except redis.RedisError:
+                pass
+            time.sleep(self._pause)
+        self.stop()
+        raise RuntimeError(f"{self._name} did not answer on port {self.port} in {timeout} s")
+
+    def _terminate(self) -> None:
+        """Stop the process if it runs (killed if it has not exited 10 s after SIGTERM)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def _remove_dir(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class RedisServer(_ServerProcess):
     """A ``redis-server`` process on 127.0.0.1, without persistence.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. :meth:`restart`
@@ -102,20 +166,14 @@ class RedisServer(_StartedServers):
         extra: Sequence[str] = (),
         cpus: str | None = None,
     ) -> None:
-        self.port = port or free_port()
-        self.binary = binary or find_redis_server()
+        super().__init__(port or free_port(), binary or find_redis_server(), "ratelimits-redis-")
         self.extra = tuple(extra)
         #: A ``taskset -c`` CPU list to pin the server to (benchmarks), or ``None``.
         self.cpus = cpus
-        self.process: subprocess.Popen[bytes] | None = None
-        self._dir = Path(tempfile.mkdtemp(prefix="ratelimits-redis-"))
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
     def start(self, timeout: float = 10.0) -> RedisServer:
         pinned = ["taskset", "-c", self.cpus] if self.cpus else []
@@ -138,30 +196,14 @@ class RedisServer(_StartedServers):
             "warning",
             *self.extra,
         ]
-        log = open(self._dir / "redis.log", "ab")  # noqa: SIM115 - owned by the process
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                output = (self._dir / "redis.log").read_text(errors="replace")
-                raise RuntimeError(f"redis-server exited at start:\n{output}")
-            try:
-                if self.client().ping():
-                    return self
-            except redis.RedisError:
-                time.sleep(0.02)
-        self.stop()
-        raise RuntimeError(f"redis-server did not answer on port {self.port} in {timeout} s")
+        self._run(command, timeout)
+        return self
+
+    def _ready(self) -> bool:
+        return bool(self.client().ping())
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
+        self._terminate()
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -173,34 +215,26 @@ class RedisServer(_StartedServers):
         self.stop()
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        super().__exit__(exc_type, exc, tb)
-        shutil.rmtree(self._dir, ignore_errors=True)
+    def _remove(self) -> None:
+        self._remove_dir()
 
 
-class RedisSentinel(_StartedServers):
+class RedisSentinel(_ServerProcess):
     """A Redis Sentinel on 127.0.0.1 watching ``primary`` as the service ``service``.
 
     It runs ``redis-server <conf> --sentinel`` (Sentinel rewrites its config file, so
     it gets one of its own) and decides a failure after ``down_after_ms``.
     """
 
+    _name = "redis sentinel"
+    _log = "sentinel.log"
+    _pause = 0.05
+
     def __init__(self, primary: RedisServer, service: str = "mymaster", down_after_ms: int = 1000):
+        super().__init__(free_port(), primary.binary, "ratelimits-sentinel-")
         self.primary = primary
         self.service = service
         self.down_after_ms = down_after_ms
-        self.port = free_port()
-        self.binary = primary.binary
-        self.process: subprocess.Popen[bytes] | None = None
-        self._dir = Path(tempfile.mkdtemp(prefix="ratelimits-sentinel-"))
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
     def start(self, timeout: float = 10.0) -> RedisSentinel:
         conf = self._dir / "sentinel.conf"
@@ -212,30 +246,15 @@ class RedisSentinel(_StartedServers):
             f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
             f"sentinel failover-timeout {self.service} 10000\n"
         )
-        log = open(self._dir / "sentinel.log", "ab")  # noqa: SIM115 - owned by the process
-        self.process = subprocess.Popen(
-            [self.binary, str(conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                output = (self._dir / "sentinel.log").read_text(errors="replace")
-                raise RuntimeError(f"redis sentinel exited at start:\n{output}")
-            try:
-                if self.client().sentinel_get_master_addr_by_name(self.service):
-                    return self
-            except redis.RedisError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"redis sentinel did not answer on port {self.port} in {timeout} s")
+        self._run([self.binary, str(conf), "--sentinel"], timeout)
+        return self
+
+    def _ready(self) -> bool:
+        return bool(self.client().sentinel_get_master_addr_by_name(self.service))
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
-        self.process = None
-        shutil.rmtree(self._dir, ignore_errors=True)
+        self._terminate()
+        self._remove_dir()
 
 
 def find_redis_cli() -> str:

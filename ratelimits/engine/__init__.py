@@ -20,8 +20,8 @@ through this package.
 """
 
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.limiter import Check, decide, peek
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.limiter import decide, peek
+from ratelimits.engine.policy import Check, CompiledPolicy
 from ratelimits.engine.table import PolicyTable, get_table
 
 __all__ = [

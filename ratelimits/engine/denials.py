@@ -29,13 +29,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision, Verdict
-
-if TYPE_CHECKING:
-    from ratelimits.engine.limiter import Check
+from ratelimits.engine.policy import Check
 
 # (policy, identity, shard, limit): the limit too, because overrides can give clients
 # sharing one key (users behind one address, under a per-address policy) different limits.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -26,7 +25,7 @@ from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial
 from ratelimits.engine.denials import remember as remember_denial
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy import Check
 from ratelimits.engine.reporting import report
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection, scripts
@@ -36,19 +35,6 @@ from ratelimits.exceptions import ConfigurationError
 logger = logging.getLogger("ratelimits")
 
 REPLY_FIELDS = 6  # allowed, count x 1000, remaining, retry_ms, reset_ms, blocked_us
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    """One policy to apply to one identity (in one shard of a sharded policy)."""
-
-    policy: CompiledPolicy
-    identity: str
-    shard: int = 0
-
-    @property
-    def key(self) -> str:
-        return self.policy.key_for(self.identity, self.shard)
 
 
 _script: Script | None = None

@@ -18,13 +18,10 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, Protocol, TypeAlias, TypeVar
 
 from ratelimits.engine.override_identity import describe as describe_identity
 from ratelimits.engine.override_identity import network_of
-
-if TYPE_CHECKING:
-    from ratelimits.engine.policy import CompiledPolicy
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _MISSING: Any = object()
@@ -37,8 +34,19 @@ class Exemption:
     override: str
 
 
+class Limited(Protocol):
+    """What overrides need of a policy (:class:`~ratelimits.engine.policy.CompiledPolicy`)."""
+
+    @property
+    def limit(self) -> int: ...
+
+    def with_limit(self, limit: int, *, override: str) -> Any: ...
+
+
+_P = TypeVar("_P", bound=Limited)
+
 #: What applies to a client: a policy (maybe with an override's limit), or an exemption.
-_Rule: TypeAlias = "CompiledPolicy | Exemption"
+_Rule: TypeAlias = "Limited | Exemption"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +58,13 @@ class Overrides:
     identities: dict[str, _Rule]
     networks: tuple[tuple[_Network, _Rule], ...]  # narrowest first
 
-    def resolve(
-        self, policy: CompiledPolicy, user_key: str | None, identity: str
-    ) -> CompiledPolicy | None:
+    def resolve(self, policy: _P, user_key: str | None, identity: str) -> _P | None:
         """The policy to apply to a request by user ``user_key`` (``str(pk)``, ``None`` when
         anonymous) counted as ``identity``; ``None`` when exempt."""
         rule = self.rule(policy, user_key, identity)
-        return None if isinstance(rule, Exemption) else rule
+        return None if isinstance(rule, Exemption) else rule  # type: ignore[return-value]
 
-    def rule(self, policy: CompiledPolicy, user_key: str | None, identity: str) -> _Rule:
+    def rule(self, policy: Limited, user_key: str | None, identity: str) -> _Rule:
         """The rule that applies (``policy`` itself when no override names the client)."""
         if user_key is not None:
             rule = self.users.get(user_key, _MISSING)
@@ -87,7 +93,7 @@ def _most_generous(rules: Sequence[_Rule]) -> _Rule:
 
 
 def compile_rules(
-    policy: CompiledPolicy, rows: Iterable[Any], members: dict[int, frozenset[str]]
+    policy: Limited, rows: Iterable[Any], members: dict[int, frozenset[str]]
 ) -> Overrides | None:
     """``policy``'s override rows (``PolicyOverride`` objects, user and group loaded) as
     :class:`Overrides`; ``members`` maps a group's pk to its users' keys."""
@@ -114,7 +120,7 @@ def compile_rules(
     return Overrides(users, tuple(groups), identities, tuple(networks))
 
 
-def _rule(policy: CompiledPolicy, row: Any, label: str) -> _Rule:
+def _rule(policy: Limited, row: Any, label: str) -> _Rule:
     if row.exempt:
         return Exemption(label)
     return policy.with_limit(int(row.limit), override=label)

@@ -1,4 +1,4 @@
-"""A policy as the hot path needs it: immutable, with its script arguments ready.
+"""A policy as the hot path needs it, and a check: one policy applied to one identity.
 
 :class:`CompiledPolicy` is what the engine knows of a ``Policy`` row: built from its fields
 (:meth:`CompiledPolicy.build`, :meth:`CompiledPolicy.from_model`), with an override's limit
@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from ratelimits import validators
 from ratelimits.conf import app_settings
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
-
-if TYPE_CHECKING:
-    from ratelimits.engine.overrides import Exemption, Overrides
+from ratelimits.engine.overrides import Exemption, Overrides
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +152,16 @@ def shard_limits(limit: int, shards: int) -> list[int]:
     """``limit`` split over ``shards`` as evenly as whole numbers allow (they sum to it)."""
     share, extra = divmod(limit, shards)
     return [share + (1 if i < extra else 0) for i in range(shards)]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One policy to apply to one identity (in one shard of a sharded policy)."""
+
+    policy: CompiledPolicy
+    identity: str
+    shard: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.policy.key_for(self.identity, self.shard)

@@ -14,8 +14,7 @@ from typing import Any
 from ratelimits.conf import app_settings
 from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.engine.identity import GLOBAL, header_identity, ip_identity, user_identity
-from ratelimits.engine.limiter import Check
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy import Check, CompiledPolicy
 
 #: Who a request counts as under a policy (``None`` leaves the policy out).
 IdentityOf = Callable[[Any, CompiledPolicy], "str | None"]
