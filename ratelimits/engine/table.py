@@ -56,37 +56,92 @@ def set_source(source: PolicySource) -> None:
     reset()
 
 
+#: Up to this many globs, a request tries each in turn: cheaper than the index's lookups.
+FEW_GLOBS = 16
+#: What makes an endpoint a glob (fnmatch's wildcards).
+_WILDCARDS = re.compile(r"[*?[]")
+
+
+def glob_prefix(pattern: str) -> str:
+    """The literal part of a path glob up to its last ``/`` before the first wildcard:
+    every path the glob matches starts with it (``/api/*/items`` -> ``/api/``; ``*.json``
+    -> ``""``)."""
+    wildcard = _WILDCARDS.search(pattern)
+    literal = pattern if wildcard is None else pattern[: wildcard.start()]
+    return literal[: literal.rfind("/") + 1]
+
+
+def path_prefixes(path: str, depth: int = -1) -> list[str]:
+    """``""`` and the prefixes of ``path`` that end in ``/``, the first ``depth`` of them
+    (all with ``-1``): ``/a/b`` -> ``["", "/", "/a/"]``."""
+    found = [""]
+    slash = path.find("/")
+    while slash != -1 and depth != 0:
+        found.append(path[: slash + 1])
+        slash = path.find("/", slash + 1)
+        depth -= 1
+    return found
+
+
 class PolicyTable:
-    """Enabled policies, indexed for matching a request."""
+    """Enabled policies, indexed for matching a request.
+
+    Endpoints that are names (a ``throttle_scope``, a URL name) are a dict lookup. Path
+    globs are grouped by their literal prefix up to a ``/`` (:func:`glob_prefix`), so a
+    request tries only the globs filed under one of its own path's prefixes: matching
+    costs the path's depth plus the globs that could match, whatever the table's size.
+    A table of at most :data:`FEW_GLOBS` globs tries them all, which is cheaper.
+    """
 
     def __init__(self, policies: Iterable[CompiledPolicy]) -> None:
         self.policies = tuple(sorted(policies, key=lambda p: p.name))
+        self._by_policy_name = {policy.name: policy for policy in self.policies}
         by_name: dict[str, list[CompiledPolicy]] = {}
-        globs: list[tuple[re.Pattern[str], CompiledPolicy]] = []
-        for policy in self.policies:
+        by_prefix: dict[str, list[tuple[int, re.Pattern[str], CompiledPolicy]]] = {}
+        for order, policy in enumerate(self.policies):
             if policy.is_path_pattern:
-                globs.append((re.compile(fnmatch.translate(policy.endpoint)), policy))
+                pattern = re.compile(fnmatch.translate(policy.endpoint))
+                by_prefix.setdefault(glob_prefix(policy.endpoint), []).append(
+                    (order, pattern, policy)
+                )
             else:
                 by_name.setdefault(policy.endpoint, []).append(policy)
         self._by_name = {name: tuple(found) for name, found in by_name.items()}
-        self._globs = tuple(globs)
+        self._globs_by_prefix = {prefix: tuple(found) for prefix, found in by_prefix.items()}
+        #: The most ``/`` in a glob's prefix: a path's deeper prefixes file no glob.
+        self._glob_depth = max((prefix.count("/") for prefix in by_prefix), default=0)
+        every_glob = sorted(glob for found in by_prefix.values() for glob in found)
+        #: Every glob in policy-name order, when there are few enough to try them all.
+        self._few_globs = tuple(every_glob) if len(every_glob) <= FEW_GLOBS else None
 
     def match(
         self, *, method: str, path: str, scope: str | None = None, url_name: str | None = None
     ) -> list[CompiledPolicy]:
-        """Policies whose endpoint is ``scope`` or ``url_name`` or matches ``path``."""
+        """Policies whose endpoint is ``scope`` or ``url_name`` or matches ``path`` (names
+        first, then globs in the order of their policies' names)."""
         found: list[CompiledPolicy] = []
         if scope:
             found.extend(self._by_name.get(scope, ()))
         if url_name and url_name != scope:
             found.extend(self._by_name.get(url_name, ()))
-        for pattern, policy in self._globs:
-            if pattern.match(path):
-                found.append(policy)
+        by_prefix = self._globs_by_prefix
+        if self._few_globs is not None:
+            found.extend(policy for _, pattern, policy in self._few_globs if pattern.match(path))
+        elif by_prefix:
+            globs = [
+                (order, policy)
+                for prefix in path_prefixes(path, self._glob_depth)
+                if prefix in by_prefix
+                for order, pattern, policy in by_prefix[prefix]
+                if pattern.match(path)
+            ]
+            if len(globs) > 1:
+                globs.sort(key=lambda item: item[0])
+            found.extend(policy for _, policy in globs)
         return [p for p in found if not p.methods or method in p.methods]
 
     def get(self, name: str) -> CompiledPolicy | None:
-        return next((p for p in self.policies if p.name == name), None)
+        return self._by_policy_name.get(name)
 
 
 class _TableCache:
