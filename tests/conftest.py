@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ratelimits.testutils import RedisClusterServers, RedisServer, reset_state
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 _server: RedisServer | None = None
 _cluster: RedisClusterServers | None = None
@@ -83,6 +86,14 @@ def redis_client(request: pytest.FixtureRequest, redis_server: RedisServer) -> A
     if "backend" in request.fixturenames and request.getfixturevalue("backend") == "cluster":
         return request.getfixturevalue("redis_cluster").client()
     return redis_server.client()
+
+
+@pytest.fixture
+def alice() -> User:
+    """A user, alice (no password: tests log her in with ``force_login``)."""
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user("alice")
 
 
 @pytest.fixture(autouse=True)

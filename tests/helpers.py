@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
+import time
+from collections.abc import Mapping
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import pytest
+from django.conf import settings
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.db import connection as db_connection
+from django.test import Client
 
-from ratelimits.engine import limiter
+from ratelimits.engine import keys, limiter
 from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.identity import header_identity, meta_key
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
+from ratelimits.tools.policy_io import PolicyFileError, plan_import
 
 ROOT = Path(__file__).resolve().parent.parent
 
 IDENTITY = "ip:203.0.113.7"
+
+# --- policies -------------------------------------------------------------------------------
 
 
 def policy(
@@ -27,15 +42,6 @@ def policy(
     return CompiledPolicy.build(
         name=name, endpoint="x", algorithm=algorithm, limit=limit, window=window, **fields
     )
-
-
-def hit(p: CompiledPolicy, now: float, identity: str = IDENTITY) -> Decision:
-    """One request at ``now`` (seconds) against one policy."""
-    return limiter.decide([limiter.Check(p, identity)], now=now).decisions[0]
-
-
-def hit_all(policies: list[CompiledPolicy], now: float, identity: str = IDENTITY) -> Verdict:
-    return limiter.decide([limiter.Check(p, identity) for p in policies], now=now)
 
 
 def make_policy(name: str = "login", **fields: object) -> Policy:
@@ -52,6 +58,50 @@ def make_policy(name: str = "login", **fields: object) -> Policy:
     return Policy.objects.create(name=name, **values)
 
 
+def create_policy(
+    name: str = "items",
+    endpoint: str = "api:items",
+    limit: int = 2,
+    window: int = 60,
+    **fields: Any,
+) -> Policy:
+    """A saved sliding_log policy (unless ``fields`` say otherwise) keyed as the model's
+    default, ``user_or_ip``, where :func:`make_policy` counts per address."""
+    fields.setdefault("algorithm", "sliding_log")
+    return Policy.objects.create(name=name, endpoint=endpoint, limit=limit, window=window, **fields)
+
+
+def fail_mode_policies(
+    *, items: Mapping[str, Any], login: Mapping[str, Any]
+) -> tuple[Policy, Policy]:
+    """``items`` on api:items, which fails open, and ``login`` on api:login, which fails
+    closed: :func:`make_policy`'s policies with the given fields."""
+    return (
+        make_policy("items", **{**items, "fail_open": True}),
+        make_policy("login", **{**login, "fail_open": False}),
+    )
+
+
+# --- the engine -----------------------------------------------------------------------------
+
+
+def hit(p: CompiledPolicy, now: float, identity: str = IDENTITY) -> Decision:
+    """One request at ``now`` (seconds) against one policy."""
+    return limiter.decide([limiter.Check(p, identity)], now=now).decisions[0]
+
+
+def hit_all(policies: list[CompiledPolicy], now: float, identity: str = IDENTITY) -> Verdict:
+    return limiter.decide([limiter.Check(p, identity) for p in policies], now=now)
+
+
+def use(policy: Policy, who: str, times: int) -> None:
+    """``times`` requests of ``who`` under a saved policy, decided by the engine (on the
+    Redis clock), whatever the decisions."""
+    compiled = CompiledPolicy.from_model(policy)
+    for _ in range(times):
+        limiter.decide([limiter.Check(compiled, who)])
+
+
 def evalsha_calls(redis_client: Any) -> int:
     """Script calls that ran (a NOSCRIPT reply, before redis-py loads the script on a
     node that has not seen it, is a failed call and not counted)."""
@@ -60,6 +110,152 @@ def evalsha_calls(redis_client: Any) -> int:
         row = node.info("commandstats").get("cmdstat_evalsha", {})
         total += int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
     return total
+
+
+def wait_clear_of_window_boundary(window: int, margin: float = 5.0) -> None:
+    """Start well inside a clock-aligned window (``margin`` seconds or more before its
+    end), so that counts stay in one window."""
+    into = time.time() % window
+    if into > window - margin:
+        time.sleep(window - into + 0.1)
+
+
+# --- identities and keys --------------------------------------------------------------------
+
+HASHED_HEADER = re.compile(r"h:[0-9a-f]{32}")
+HASHED_USER = re.compile(r"u#[0-9a-f]{32}")
+LONGEST_PREFIX = "p" * 32
+LONGEST_NAME = "n" * 64
+
+#: Header values a client may send, by what is odd about them.
+NASTY_HEADER_VALUES: dict[str, str | bytes] = {
+    "1 MB": "k" * 1_000_000,
+    "emoji": "🔑🚀" * 200,
+    "rtl": "\u202eyek-ipa\u202c שלום مرحبا",
+    "control": "\x1b[31m\r\n\t\x7f",
+    "nul": "abc\x00def\x00",
+    "braces": "}{evil}{",
+    "latin-1 bytes": b"caf\xe9 \xff\xfe secret",
+}
+
+
+def hashed(secret: str, header: str = "X-Api-Key") -> str:
+    """The identity the limiter gives a request carrying ``header: secret``."""
+    return header_identity(meta_key(header), secret)
+
+
+def search_policy(name: str, key: str = "user_or_ip", **fields: Any) -> CompiledPolicy:
+    """A policy on api:search counting by ``key``: sliding_counter, 5 per 60 s."""
+    return CompiledPolicy.build(
+        name=name,
+        endpoint="api:search",
+        algorithm="sliding_counter",
+        limit=5,
+        window=60,
+        key=key,
+        **fields,
+    )
+
+
+def header_policy(name: str = "api-key") -> CompiledPolicy:
+    return search_policy(name, "header:X-Api-Key")
+
+
+def user_policy(name: str = "per-user") -> CompiledPolicy:
+    return search_policy(name)
+
+
+def assert_bounded(key: str, identity: str) -> None:
+    """A key is short, has one hash tag, and that tag is exactly ``identity``."""
+    assert len(key) <= keys.MAX_KEY_LENGTH, len(key)
+    assert key.count("{") == 1, key[:200]
+    assert key.count("}") == 1, key[:200]
+    parsed = keys.KEY_PATTERN.match(key)
+    assert parsed is not None, key[:200]
+    assert parsed["identity"] == identity
+
+
+# --- settings -------------------------------------------------------------------------------
+
+
+def ratelimits_settings(**values: Any) -> dict[str, Any]:
+    """The test settings' ``RATELIMITS`` with ``values`` changed."""
+    return {**settings.RATELIMITS, **values}
+
+
+def caches_at(port: int) -> dict[str, Any]:
+    """``CACHES`` with the default cache (the limiter's Redis) on ``port`` of 127.0.0.1."""
+    location = f"redis://127.0.0.1:{port}/0"
+    return {"default": {**settings.CACHES["default"], "LOCATION": location}}
+
+
+# --- the ratelimits command -----------------------------------------------------------------
+
+
+class Terminal(StringIO):
+    """A stream that says it is a terminal (stderr for progress, stdin for prompts)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def run(*args: str, stderr: StringIO | None = None) -> str:
+    """``manage.py ratelimits *args``; what it wrote to stdout."""
+    out = StringIO()
+    call_command(
+        "ratelimits", *args, stdout=out, stderr=stderr if stderr is not None else StringIO()
+    )
+    return out.getvalue()
+
+
+def run_json(*args: str) -> Any:
+    """``manage.py ratelimits *args --json``, parsed."""
+    return json.loads(run(*args, "--json"))
+
+
+def cells(line: str) -> list[str]:
+    """A table row's cells (columns are two or more spaces apart)."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+# --- policy files ---------------------------------------------------------------------------
+
+
+def problems_of(rows: list[Any], *, prune: bool = False) -> list[str]:
+    """The lines of the error ``plan_import(rows)`` raises (one per problem)."""
+    with pytest.raises(PolicyFileError) as raised:
+        plan_import(rows, prune=prune)
+    lines = str(raised.value).splitlines()
+    assert lines == raised.value.problems
+    return lines
+
+
+# --- the admin ------------------------------------------------------------------------------
+
+
+def staff_client(*codenames: str) -> Client:
+    """A client logged in as staff with only the ratelimits permissions ``codenames``."""
+    user = User.objects.create_user("operator", password="pw", is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(content_type__app_label="ratelimits", codename__in=codenames)
+    )
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def history(policy: Policy) -> list[str]:
+    """The admin's change messages for ``policy``, oldest first."""
+    entries = LogEntry.objects.filter(object_id=str(policy.pk)).order_by("action_time", "pk")
+    return [entry.get_change_message() for entry in entries]
+
+
+# --- other processes and requests -----------------------------------------------------------
+
+
+def item_statuses(client: Any, ip: str, n: int) -> list[int]:
+    """The statuses of ``n`` GETs of /api/items/ from ``ip``."""
+    return [client.get("/api/items/", REMOTE_ADDR=ip).status_code for _ in range(n)]
 
 
 def start_worker(*args: str) -> subprocess.Popen[str]:

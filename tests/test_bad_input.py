@@ -37,6 +37,7 @@ from rest_framework.views import APIView
 from ratelimits.conf import app_settings
 from ratelimits.engine import denials, keys
 from ratelimits.models import Policy
+from tests.helpers import make_policy
 
 pytestmark = pytest.mark.django_db
 
@@ -332,9 +333,7 @@ def snapshot(policy: Policy) -> tuple[Any, ...]:
 @pytest.fixture
 def login(db: None) -> Policy:
     """A policy to edit."""
-    return Policy.objects.create(
-        name="login", endpoint="api:login", algorithm="sliding_log", limit=5, window=60, key="ip"
-    )
+    return make_policy("login")
 
 
 @pytest.mark.parametrize(

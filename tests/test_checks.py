@@ -14,6 +14,7 @@ from django_redis.cache import RedisCache
 
 from ratelimits.checks import MIDDLEWARE_PATH, THROTTLE_PATH, check_cache
 from ratelimits.engine.store import scripts
+from tests.helpers import ratelimits_settings
 
 ALL_PARTS = scripts.DECIDE_PARTS
 
@@ -40,11 +41,6 @@ def only(messages: list[CheckMessage], check_id: str) -> CheckMessage:
     matching = [m for m in messages if m.id == check_id]
     assert len(matching) == 1, ids(messages)
     return matching[0]
-
-
-def ratelimits_settings(**changes: Any) -> dict[str, Any]:
-    """The project's RATELIMITS with ``changes``."""
-    return {**settings.RATELIMITS, **changes}
 
 
 def test_the_project_settings_are_clean() -> None:

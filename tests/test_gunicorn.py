@@ -29,6 +29,7 @@ from ratelimits.engine import keys
 from ratelimits.models import Policy
 from ratelimits.testutils import free_port
 from ratelimits.tools import inventory
+from tests.helpers import wait_clear_of_window_boundary
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -172,13 +173,6 @@ def statuses(replies: list[Reply]) -> dict[int, int]:
     return dict(counts)
 
 
-def wait_clear_of_window_boundary(window: int, margin: float = 5.0) -> None:
-    """Start well inside a clock-aligned window, so one run's counts stay in one window."""
-    into = time.time() % window
-    if into > window - margin:
-        time.sleep(window - into + 0.1)
-
-
 def announce_new_version(client: redis.Redis) -> None:
     """Set the policy table's version stamp to a value no worker has seen.
 
@@ -226,7 +220,7 @@ def test_exactly_the_limit_is_admitted(
         # one refresh interval (ratelimits.denials).
         time.sleep(float(app_settings.POLICY_REFRESH_INTERVAL) + 0.2)
         if algorithm != "sliding_log":  # clock-aligned windows
-            wait_clear_of_window_boundary(WINDOW)
+            wait_clear_of_window_boundary(WINDOW, margin=5.0)
         started = time.monotonic()
         replies = fire(site.port, "/api/items/")
         elapsed = time.monotonic() - started

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ratelimits.models import Policy
-from tests.helpers import start_worker
+from tests.helpers import start_worker, wait_clear_of_window_boundary
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -60,20 +60,13 @@ def test_an_edit_after_redis_lost_its_data_still_reaches_other_processes(redis_c
         worker.wait()
 
 
-def _wait_clear_of_window_boundary(window: int, margin: float = 5.0) -> None:
-    """Start well inside a clock-aligned window, so a fixed window's count is one window's."""
-    into = time.time() % window
-    if into > window - margin:
-        time.sleep(window - into + 0.1)
-
-
 @pytest.mark.parametrize("algorithm", ["sliding_log", "fixed_window", "sliding_counter"])
 def test_threads_in_two_processes_admit_exactly_the_limit(algorithm):
     """400 requests from 2 processes x 8 threads at a limit of 50: exactly 50 pass."""
     Policy.objects.create(
         name="items", endpoint="api:items", algorithm=algorithm, limit=50, window=3600, key="ip"
     )
-    _wait_clear_of_window_boundary(3600)
+    wait_clear_of_window_boundary(3600, margin=5.0)
     start = time.time() + 2.0
     workers = [start_worker("hammer", "/api/items/", "8", "25", str(start)) for _ in range(2)]
     totals: dict[str, int] = {}

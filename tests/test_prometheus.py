@@ -27,22 +27,17 @@ from ratelimits import prometheus
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.identity import ip_identity
-from ratelimits.models import Policy
 from ratelimits.signals import request_throttled
 from ratelimits.testutils import free_port
 from ratelimits.throttling import PolicyThrottle
 from ratelimits.tools import endpoints
+from tests.helpers import create_policy
 from tests.helpers import policy as compiled_policy
 
 pytestmark = pytest.mark.django_db
 
 ADDRESS = "198.51.100.9"
 WHO = ip_identity(ADDRESS)
-
-
-def make(name: str, endpoint: str, limit: int, **fields: Any) -> Policy:
-    fields.setdefault("algorithm", "sliding_log")
-    return Policy.objects.create(name=name, endpoint=endpoint, limit=limit, window=60, **fields)
 
 
 def get_items(client: Client, n: int) -> list[int]:
@@ -133,7 +128,7 @@ def throttled() -> Iterator[list[dict[str, Any]]]:
 
 
 def test_allowed_then_denied_with_floods_answered_locally(client):
-    make("prom-items", "api:items", limit=3)
+    create_policy("prom-items", "api:items", limit=3)
     with measured() as delta:
         assert get_items(client, 5) == [200, 200, 200, 429, 429]
     assert delta.decisions == {("prom-items", "allowed"): 3, ("prom-items", "denied"): 2}
@@ -147,7 +142,7 @@ def test_allowed_then_denied_with_floods_answered_locally(client):
 
 def test_without_local_denials_every_request_is_a_round_trip(client, settings):
     settings.RATELIMITS = {**settings.RATELIMITS, "LOCAL_DENIALS": 0}
-    make("prom-items", "api:items", limit=3)
+    create_policy("prom-items", "api:items", limit=3)
     with measured() as delta:
         assert get_items(client, 5) == [200, 200, 200, 429, 429]
     assert delta.decisions == {("prom-items", "allowed"): 3, ("prom-items", "denied"): 2}
@@ -155,7 +150,7 @@ def test_without_local_denials_every_request_is_a_round_trip(client, settings):
 
 
 def test_shadow_denials(client):
-    make("prom-shadow", "api:items", limit=2, mode="shadow")
+    create_policy("prom-shadow", "api:items", limit=2, mode="shadow")
     with measured() as delta:
         assert get_items(client, 5) == [200] * 5
     assert delta.decisions == {("prom-shadow", "allowed"): 2, ("prom-shadow", "shadow_denied"): 3}
@@ -164,8 +159,8 @@ def test_shadow_denials(client):
 
 def test_each_policy_counts_once_per_request_the_histogram_once(client, settings):
     settings.RATELIMITS = {**settings.RATELIMITS, "LOCAL_DENIALS": 0}
-    make("prom-wide", "api:items", limit=5)
-    make("prom-tight", "/api/items/", limit=1)
+    create_policy("prom-wide", "api:items", limit=5)
+    create_policy("prom-tight", "/api/items/", limit=1)
     with measured() as delta:
         assert get_items(client, 3) == [200, 429, 429]
     assert delta.decisions == {
@@ -178,8 +173,8 @@ def test_each_policy_counts_once_per_request_the_histogram_once(client, settings
 
 
 def test_fail_open_and_fail_closed_with_redis_unreachable(client):
-    make("prom-open", "api:items", limit=1, fail_open=True)
-    make("prom-closed", "api:login", limit=1, fail_open=False)
+    create_policy("prom-open", "api:items", limit=1, fail_open=True)
+    create_policy("prom-closed", "api:login", limit=1, fail_open=False)
     with redis_unreachable(), measured() as delta:
         assert get_items(client, 4) == [200] * 4
         assert post_login(client, 3) == [429] * 3
@@ -250,7 +245,7 @@ def exposed(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_the_view_serves_the_text_exposition(client):
-    make("prom-view", "api:items", limit=1)
+    create_policy("prom-view", "api:items", limit=1)
     denied = ("ratelimits_decisions_total", (("outcome", "denied"), ("policy", "prom-view")))
     before = exposed(client.get("/ratelimits/metrics/").content.decode()).get(denied, 0)
     assert get_items(client, 3) == [200, 429, 429]
@@ -310,7 +305,7 @@ def test_under_prometheus_multiproc_dir_the_view_merges_every_worker(tmp_path, m
 
 
 def test_the_signal_is_sent_once_per_denied_request(client, throttled):
-    make("prom-signal", "api:items", limit=2)
+    create_policy("prom-signal", "api:items", limit=2)
     assert get_items(client, 5) == [200, 200, 429, 429, 429]
     assert len(throttled) == 3
     for sent in throttled:
@@ -328,8 +323,8 @@ def test_the_signal_is_sent_once_per_denied_request(client, throttled):
 
 def test_the_signal_names_the_denying_policy_only(client, settings, throttled):
     settings.RATELIMITS = {**settings.RATELIMITS, "LOCAL_DENIALS": 0}
-    make("prom-wide", "api:items", limit=5)
-    make("prom-tight", "/api/items/", limit=1)
+    create_policy("prom-wide", "api:items", limit=5)
+    create_policy("prom-tight", "/api/items/", limit=1)
     assert get_items(client, 2) == [200, 429]
     (sent,) = throttled
     assert sent["policy"] == "prom-tight"
@@ -337,14 +332,14 @@ def test_the_signal_names_the_denying_policy_only(client, settings, throttled):
 
 
 def test_the_signal_is_not_sent_for_shadow_denials(client, throttled):
-    make("prom-shadow", "api:items", limit=1, mode="shadow")
+    create_policy("prom-shadow", "api:items", limit=1, mode="shadow")
     assert get_items(client, 3) == [200] * 3
     assert throttled == []
 
 
 def test_the_signal_is_sent_for_fail_closed_denials_only(client, throttled):
-    make("prom-open", "api:items", limit=1, fail_open=True)
-    make("prom-closed", "api:login", limit=1, fail_open=False)
+    create_policy("prom-open", "api:items", limit=1, fail_open=True)
+    create_policy("prom-closed", "api:login", limit=1, fail_open=False)
     with redis_unreachable():
         assert get_items(client, 3) == [200] * 3
         assert post_login(client, 2) == [429, 429]
@@ -356,7 +351,7 @@ def test_a_failing_receiver_is_logged_and_the_request_is_still_a_429(client, cap
     def broken(sender: Any, **kwargs: Any) -> None:
         raise RuntimeError("receiver broke")
 
-    make("prom-signal", "api:items", limit=1)
+    create_policy("prom-signal", "api:items", limit=1)
     request_throttled.connect(broken, dispatch_uid="test_prometheus_broken")
     try:
         with caplog.at_level(logging.ERROR, logger="ratelimits"):

@@ -24,6 +24,7 @@ from django.test import Client, override_settings
 
 from ratelimits.engine import stats
 from ratelimits.models import Policy
+from tests.helpers import make_policy, ratelimits_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -31,23 +32,9 @@ LOGIN = "/api/login/"
 CHANGELIST = "/admin/ratelimits/policy/"
 
 
-def ratelimits_settings(**values: Any) -> dict[str, Any]:
-    """The test settings' ``RATELIMITS`` with ``values`` changed."""
-    return {**settings.RATELIMITS, **values}
-
-
 def login_policy(limit: int = 3, **fields: Any) -> Policy:
     """``limit`` POSTs to /api/login/ per minute per IP."""
-    return Policy.objects.create(
-        name="login",
-        endpoint="api:login",
-        methods="POST",
-        algorithm="sliding_log",
-        limit=limit,
-        window=60,
-        key="ip",
-        **fields,
-    )
+    return make_policy("login", methods="POST", limit=limit, **fields)
 
 
 def limiter_keys(redis_client: redis.Redis, policy: str = "*") -> list[str]:

@@ -11,15 +11,10 @@ from prometheus_client import REGISTRY
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ratelimits.models import Policy
 from ratelimits.throttling import PolicyThrottle
+from tests.helpers import create_policy
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
-
-
-def make(name: str, endpoint: str, limit: int = 2, window: int = 60, **fields) -> Policy:
-    fields.setdefault("algorithm", "sliding_log")
-    return Policy.objects.create(name=name, endpoint=endpoint, limit=limit, window=window, **fields)
 
 
 def counter(policy: str, outcome: str) -> float:
@@ -33,7 +28,7 @@ def statuses(client, url: str, n: int, method: str = "get", **extra) -> list[int
 
 
 def test_denied_is_429_with_retry_after_rounded_up(client):
-    make("items", "api:items", limit=2, window=60)
+    create_policy("items", "api:items", limit=2, window=60)
     assert statuses(client, "/api/items/", 2) == [200, 200]
     response = client.get("/api/items/")
     assert response.status_code == 429
@@ -46,38 +41,38 @@ def test_denied_is_429_with_retry_after_rounded_up(client):
     ids=["throttle_scope", "url_name", "path", "glob", "everything"],
 )
 def test_a_policy_matches_by_scope_url_name_or_glob(client, endpoint):
-    make("p", endpoint, limit=1)
+    create_policy("p", endpoint, limit=1)
     assert statuses(client, "/api/search/", 2) == [200, 429]
 
 
 def test_a_view_no_policy_matches_is_not_limited(client):
-    make("p", "api:search", limit=1)
+    create_policy("p", "api:search", limit=1)
     responses = [client.get("/api/items/") for _ in range(5)]
     assert [r.status_code for r in responses] == [200] * 5
     assert all("RateLimit" not in r for r in responses)
 
 
 def test_methods_restrict_a_policy(client):
-    make("login", "api:login", limit=1, methods="POST")
+    create_policy("login", "api:login", limit=1, methods="POST")
     assert statuses(client, "/api/login/", 2, method="post") == [400, 429]
     # GET is not under the policy (the view answers 405 for it, but never 429).
     assert statuses(client, "/api/login/", 3) == [405, 405, 405]
 
 
 def test_disabled_policies_do_not_apply(client):
-    make("p", "api:items", limit=1, enabled=False)
+    create_policy("p", "api:items", limit=1, enabled=False)
     assert statuses(client, "/api/items/", 3) == [200, 200, 200]
 
 
 def test_every_matching_policy_applies(client):
-    make("a", "api:items", limit=3, algorithm="fixed_window")
-    make("b", "/api/items/", limit=2, algorithm="sliding_counter")
+    create_policy("a", "api:items", limit=3, algorithm="fixed_window")
+    create_policy("b", "/api/items/", limit=2, algorithm="sliding_counter")
     assert statuses(client, "/api/items/", 3) == [200, 200, 429]
 
 
 def test_ratelimit_headers_on_allowed_and_denied_responses(client):
-    make("login", "api:login", limit=2, window=60, key="ip")
-    make("login-burst", "/api/login/", limit=5, window=10, algorithm="fixed_window")
+    create_policy("login", "api:login", limit=2, window=60, key="ip")
+    create_policy("login-burst", "/api/login/", limit=5, window=10, algorithm="fixed_window")
     first = client.post("/api/login/")
     assert first["RateLimit-Policy"] == '"login";q=2;w=60, "login-burst";q=5;w=10'
     login, burst = first["RateLimit"].split(", ")
@@ -91,13 +86,13 @@ def test_ratelimit_headers_on_allowed_and_denied_responses(client):
 
 def test_headers_can_be_turned_off(client, settings):
     settings.RATELIMITS = {**settings.RATELIMITS, "HEADERS": False}
-    make("items", "api:items")
+    create_policy("items", "api:items")
     response = client.get("/api/items/")
     assert "RateLimit" not in response and "RateLimit-Policy" not in response
 
 
 def test_shadow_mode_logs_and_counts_but_lets_requests_pass(client, caplog):
-    make("items", "api:items", limit=2, mode="shadow")
+    create_policy("items", "api:items", limit=2, mode="shadow")
     counted = {outcome: counter("items", outcome) for outcome in ("allowed", "shadow_denied")}
     with caplog.at_level(logging.INFO, logger="ratelimits"):
         assert statuses(client, "/api/items/", 5) == [200] * 5
@@ -107,7 +102,7 @@ def test_shadow_mode_logs_and_counts_but_lets_requests_pass(client, caplog):
 
 
 def test_ip_policy_ignores_a_forged_forwarded_for(client):
-    make("login", "api:login", limit=2, key="ip")
+    create_policy("login", "api:login", limit=2, key="ip")
     forged = [
         client.post("/api/login/", REMOTE_ADDR="198.51.100.4", HTTP_X_FORWARDED_FOR=f"10.0.0.{i}")
         for i in range(3)
@@ -118,7 +113,7 @@ def test_ip_policy_ignores_a_forged_forwarded_for(client):
 
 def test_behind_one_proxy_the_client_is_the_last_forwarded_address(client, settings):
     settings.RATELIMITS = {**settings.RATELIMITS, "NUM_PROXIES": 1}
-    make("login", "api:login", limit=1, key="ip")
+    create_policy("login", "api:login", limit=1, key="ip")
     proxy = "10.0.0.1"
     ok = client.post("/api/login/", REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR="203.0.113.1")
     assert ok.status_code == 400
@@ -135,7 +130,7 @@ def test_behind_one_proxy_the_client_is_the_last_forwarded_address(client, setti
 
 
 def test_user_policies_count_users_apart_and_skip_anonymous(client, django_user_model):
-    make("payment", "/api/payment/*", limit=1, key="user", methods="POST")
+    create_policy("payment", "/api/payment/*", limit=1, key="user", methods="POST")
     alice = django_user_model.objects.create_user("alice", password="pw")
     bob = django_user_model.objects.create_user("bob", password="pw")
     client.force_login(alice)
@@ -147,15 +142,15 @@ def test_user_policies_count_users_apart_and_skip_anonymous(client, django_user_
 
 
 def test_header_key_counts_by_header_value(client):
-    make("search", "search", limit=1, key="header:X-Api-Key")
+    create_policy("search", "search", limit=1, key="header:X-Api-Key")
     assert client.get("/api/search/", HTTP_X_API_KEY="k1").status_code == 200
     assert client.get("/api/search/", HTTP_X_API_KEY="k1").status_code == 429
     assert client.get("/api/search/", HTTP_X_API_KEY="k2").status_code == 200
 
 
 def test_no_database_query_per_request_once_warm(client, django_assert_num_queries):
-    make("items", "api:items", limit=100)
-    make("search", "search", limit=100)
+    create_policy("items", "api:items", limit=100)
+    create_policy("search", "search", limit=100)
     client.get("/api/items/")
     with django_assert_num_queries(0):
         for _ in range(10):
@@ -165,7 +160,7 @@ def test_no_database_query_per_request_once_warm(client, django_assert_num_queri
 
 def test_one_evalsha_per_request_whatever_the_number_of_policies(client, redis_client):
     for i in range(3):
-        make(
+        create_policy(
             f"p{i}",
             "api:items",
             limit=100,
@@ -193,5 +188,5 @@ urlpatterns = [path("per-view/", PerViewThrottled.as_view(), name="per-view")]
 
 @override_settings(ROOT_URLCONF=__name__, REST_FRAMEWORK={})
 def test_per_view_throttle_classes(client):
-    make("per-view", "per-view", limit=1)
+    create_policy("per-view", "per-view", limit=1)
     assert statuses(client, "/per-view/", 2) == [200, 429]

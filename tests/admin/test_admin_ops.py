@@ -4,40 +4,18 @@ resets, the memory estimate and endpoint suggestions. Against the real Redis."""
 from __future__ import annotations
 
 import pytest
-from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from ratelimits.engine import limiter
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.tools import memory
-from tests.helpers import make_policy
+from tests.helpers import history, make_policy, staff_client, use
 
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "/admin/ratelimits/policy/"
-
-
-def use(policy: Policy, who: str, times: int) -> None:
-    compiled = CompiledPolicy.from_model(policy)
-    for _ in range(times):
-        limiter.decide([limiter.Check(compiled, who)])
-
-
-def staff_client(*codenames: str) -> Client:
-    user = User.objects.create_user("operator", password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="ratelimits", codename__in=codenames)
-    )
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def history(policy: Policy) -> list[str]:
-    entries = LogEntry.objects.filter(object_id=str(policy.pk)).order_by("action_time")
-    return [entry.get_change_message() for entry in entries]
 
 
 def test_limit_window_mode_enabled_are_editable_in_the_list(admin_client):

@@ -7,27 +7,17 @@ from typing import Any
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from ratelimits.engine import identity, table
+from ratelimits.engine import table
 from ratelimits.models import Policy, PolicyOverride
-from tests.helpers import make_policy
+from tests.helpers import hashed, history, make_policy, staff_client
 
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "/admin/ratelimits/policy/"
 SECRET = "k3y-Of-Partner-ACME-7f2b"  # mixed case: a header value is not case-folded
-
-
-def hashed(secret: str, header: str = "X-Api-Key") -> str:
-    """The identity the limiter gives a request carrying ``header: secret``."""
-    return identity.header_identity(identity.meta_key(header), secret)
-
-
-def make(name: str = "api", **fields: Any) -> Policy:
-    """The admin tests' policy (:func:`tests.test_admin_ops.make`), named ``api`` here."""
-    return make_policy(name, **fields)
 
 
 def policy_fields(policy: Policy, **changes: Any) -> dict[str, str]:
@@ -89,21 +79,6 @@ def inline_errors(response: Any) -> list[dict[str, list[str]]]:
     return [dict(form.errors) for form in formset.formset.forms]
 
 
-def history(policy: Policy) -> list[str]:
-    entries = LogEntry.objects.filter(object_id=str(policy.pk)).order_by("action_time", "pk")
-    return [entry.get_change_message() for entry in entries]
-
-
-def staff_client(*codenames: str) -> Client:
-    user = User.objects.create_user("operator", password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="ratelimits", codename__in=codenames)
-    )
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def stored() -> list[tuple[Any, ...]]:
     return list(
         PolicyOverride.objects.order_by("pk").values_list(
@@ -119,11 +94,6 @@ def stored() -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def alice() -> User:
-    return User.objects.create_user("alice")
-
-
-@pytest.fixture
 def partners(alice: User) -> Group:
     group = Group.objects.create(name="partners")
     alice.groups.add(group)
@@ -134,7 +104,7 @@ def partners(alice: User) -> Group:
 
 
 def test_the_change_page_has_the_inline(admin_client):
-    policy = make()
+    policy = make_policy("api")
     html = admin_client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
     assert 'name="overrides-TOTAL_FORMS"' in html
     for name in ("user", "group", "identity", "limit", "exempt", "comment"):
@@ -145,7 +115,7 @@ def test_the_change_page_has_the_inline(admin_client):
 
 
 def test_create_a_user_override(admin_client, alice):
-    policy = make()
+    policy = make_policy("api")
     response = save(admin_client, policy, {"user": alice.pk, "limit": 100, "comment": "plan B"})
     assert response.status_code == 302
     assert stored() == [("api", "alice", None, "", 100, False, "plan B")]
@@ -154,7 +124,7 @@ def test_create_a_user_override(admin_client, alice):
 
 
 def test_create_a_group_override(admin_client, alice, partners):
-    policy = make()
+    policy = make_policy("api")
     response = save(admin_client, policy, {"group": partners.pk, "exempt": True})
     assert response.status_code == 302
     assert stored() == [("api", None, "partners", "", None, True, "")]
@@ -171,7 +141,7 @@ def test_create_a_group_override(admin_client, alice, partners):
     ],
 )
 def test_create_an_address_or_network_override(admin_client, typed, kept, client, other):
-    policy = make()
+    policy = make_policy("api")
     response = save(admin_client, policy, {"identity": typed, "limit": 50})
     assert response.status_code == 302
     assert stored() == [("api", None, None, kept, 50, False, "")]
@@ -181,7 +151,7 @@ def test_create_an_address_or_network_override(admin_client, typed, kept, client
 
 
 def test_an_api_key_is_stored_hashed_as_the_limiter_hashes_it(admin_client):
-    policy = make(key="header:X-Api-Key")
+    policy = make_policy("api", key="header:X-Api-Key")
     response = save(admin_client, policy, {"identity": SECRET, "limit": 500})
     assert response.status_code == 302
     assert stored() == [("api", None, None, hashed(SECRET), 500, False, "")]
@@ -239,7 +209,7 @@ def test_the_add_page_refuses_a_bad_identity_for_the_new_policy(admin_client):
 
 def test_a_key_typed_with_a_new_header_is_hashed_with_that_header(admin_client):
     """The key the form now holds counts, not the stored one."""
-    policy = make(key="ip")
+    policy = make_policy("api", key="ip")
     response = save(admin_client, policy, {"identity": SECRET, "limit": 7}, key="header:X-Token")
     assert response.status_code == 302
     assert stored() == [("api", None, None, hashed(SECRET, "X-Token"), 7, False, "")]
@@ -249,7 +219,7 @@ def test_a_key_typed_with_a_new_header_is_hashed_with_that_header(admin_client):
 
 
 def test_a_hashed_key_is_shown_described_and_kept_when_left_as_shown(admin_client):
-    policy = make(key="header:X-Api-Key")
+    policy = make_policy("api", key="header:X-Api-Key")
     override = PolicyOverride.objects.create(policy=policy, identity=SECRET, limit=500)
     key = hashed(SECRET)
     assert override.identity == key
@@ -268,7 +238,7 @@ def test_a_hashed_key_is_shown_described_and_kept_when_left_as_shown(admin_clien
 
 
 def test_a_row_left_as_shown_changes_nothing(admin_client):
-    policy = make(key="header:X-Api-Key")
+    policy = make_policy("api", key="header:X-Api-Key")
     override = PolicyOverride.objects.create(policy=policy, identity=SECRET, limit=500)
     network = PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", exempt=True)
     before = list(PolicyOverride.objects.order_by("pk").values())
@@ -286,7 +256,7 @@ def test_a_row_left_as_shown_changes_nothing(admin_client):
 
 
 def test_a_new_key_typed_over_the_shown_one_replaces_it(admin_client):
-    policy = make(key="header:X-Api-Key")
+    policy = make_policy("api", key="header:X-Api-Key")
     override = PolicyOverride.objects.create(policy=policy, identity=SECRET, limit=500)
     response = save(admin_client, policy, existing(override, identity="n3w-key"), initial=1)
     assert response.status_code == 302
@@ -294,14 +264,14 @@ def test_a_new_key_typed_over_the_shown_one_replaces_it(admin_client):
 
 
 def test_networks_are_shown_without_the_stored_prefix(admin_client):
-    policy = make()
+    policy = make_policy("api")
     PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
     page = admin_client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
     assert 'name="overrides-0-identity" value="10.0.0.0/8"' in page
 
 
 def test_change_and_delete_an_override(admin_client, alice, partners):
-    policy = make()
+    policy = make_policy("api")
     user = PolicyOverride.objects.create(policy=policy, user=alice, limit=100)
     group = PolicyOverride.objects.create(policy=policy, group=partners, exempt=True)
     response = save(
@@ -347,7 +317,7 @@ def test_change_and_delete_an_override(admin_client, alice, partners):
     ],
 )
 def test_bad_rows_are_refused_next_to_their_field(admin_client, form, field, message):
-    policy = make()
+    policy = make_policy("api")
     response = save(admin_client, policy, form)
     (errors,) = inline_errors(response)
     assert list(errors) == [field], errors
@@ -358,7 +328,7 @@ def test_bad_rows_are_refused_next_to_their_field(admin_client, form, field, mes
 
 
 def test_a_user_and_an_identity_in_one_row_are_refused(admin_client, alice):
-    policy = make()
+    policy = make_policy("api")
     response = save(admin_client, policy, {"user": alice.pk, "identity": "10.0.0.1", "limit": 5})
     assert inline_errors(response) == [
         {"__all__": ["Name exactly one of a user, a group or an identity."]}
@@ -367,7 +337,7 @@ def test_a_user_and_an_identity_in_one_row_are_refused(admin_client, alice):
 
 
 def test_an_unknown_user_id_is_refused(admin_client):
-    policy = make()
+    policy = make_policy("api")
     response = save(admin_client, policy, {"user": 999, "limit": 5})
     (errors,) = inline_errors(response)
     assert list(errors) == ["user"], errors
@@ -375,7 +345,7 @@ def test_an_unknown_user_id_is_refused(admin_client):
 
 
 def test_an_api_key_on_an_ip_policy_is_refused_without_echoing_it(admin_client):
-    policy = make(key="ip")
+    policy = make_policy("api", key="ip")
     response = save(admin_client, policy, {"identity": SECRET, "limit": 5})
     (errors,) = inline_errors(response)
     assert errors["identity"][0].startswith("Not an IP address or network")
@@ -384,7 +354,7 @@ def test_an_api_key_on_an_ip_policy_is_refused_without_echoing_it(admin_client):
 
 
 def test_two_rows_naming_the_same_client_are_refused(admin_client, alice):
-    policy = make()
+    policy = make_policy("api")
     response = save(
         admin_client,
         policy,
@@ -399,7 +369,7 @@ def test_two_rows_naming_the_same_client_are_refused(admin_client, alice):
 
 
 def test_a_new_row_naming_a_stored_client_is_refused(admin_client):
-    policy = make()
+    policy = make_policy("api")
     first = PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
     response = save(
         admin_client,
@@ -414,7 +384,7 @@ def test_a_new_row_naming_a_stored_client_is_refused(admin_client):
 
 
 def test_a_row_can_be_deleted_and_its_client_added_again_at_once(admin_client):
-    policy = make()
+    policy = make_policy("api")
     first = PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
     response = save(
         admin_client,
@@ -431,7 +401,7 @@ def test_a_row_can_be_deleted_and_its_client_added_again_at_once(admin_client):
 
 
 def test_every_inline_change_is_in_the_policys_history(admin_client, alice):
-    policy = make(key="header:X-Api-Key")
+    policy = make_policy("api", key="header:X-Api-Key")
     save(
         admin_client, policy, {"user": alice.pk, "limit": 100}, {"identity": SECRET, "exempt": True}
     )
@@ -457,7 +427,7 @@ def test_every_inline_change_is_in_the_policys_history(admin_client, alice):
 
 
 def test_staff_without_override_permissions_see_no_inline_and_cannot_add(alice):
-    policy = make()
+    policy = make_policy("api")
     PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
     client = staff_client("view_policy", "change_policy")
     page = client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
@@ -469,7 +439,7 @@ def test_staff_without_override_permissions_see_no_inline_and_cannot_add(alice):
 
 
 def test_view_only_override_permission_shows_rows_read_only(alice):
-    policy = make(key="header:X-Api-Key")
+    policy = make_policy("api", key="header:X-Api-Key")
     PolicyOverride.objects.create(policy=policy, identity=SECRET, limit=9)
     client = staff_client("view_policy", "change_policy", "view_policyoverride")
     page = client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
@@ -482,7 +452,7 @@ def test_view_only_override_permission_shows_rows_read_only(alice):
 
 
 def test_add_permission_alone_adds_but_neither_changes_nor_deletes(alice):
-    policy = make()
+    policy = make_policy("api")
     first = PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
     client = staff_client(
         "view_policy", "change_policy", "view_policyoverride", "add_policyoverride"
@@ -506,7 +476,7 @@ def test_add_permission_alone_adds_but_neither_changes_nor_deletes(alice):
 
 
 def test_delete_permission_deletes():
-    policy = make()
+    policy = make_policy("api")
     first = PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
     client = staff_client(
         "view_policy", "change_policy", "view_policyoverride", "delete_policyoverride"

@@ -25,7 +25,6 @@ import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import RequestFactory, override_settings
 
@@ -40,6 +39,7 @@ from ratelimits.models import Policy
 from ratelimits.testutils import free_port, reset_state
 from ratelimits.tools import inspection, inventory
 from ratelimits.validators import MAX_WINDOW
+from tests.helpers import Terminal, cells, make_policy, run, run_json
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 
@@ -49,26 +49,6 @@ V4 = "ip:203.0.113.7"
 SECRET = "s3cr3t-Token-VALUE"  # mixed case: a header value is not case-folded
 
 # ---------------------------------------------------------------------------- helpers
-
-
-class Terminal(StringIO):
-    """A stream that says it is a terminal (stderr for progress, stdin for prompts)."""
-
-    def isatty(self) -> bool:
-        return True
-
-
-def run(*args: str, stderr: StringIO | None = None) -> str:
-    """``manage.py ratelimits *args``; what it wrote to stdout."""
-    out = StringIO()
-    call_command(
-        "ratelimits", *args, stdout=out, stderr=stderr if stderr is not None else StringIO()
-    )
-    return out.getvalue()
-
-
-def run_json(*args: str) -> Any:
-    return json.loads(run(*args, "--json"))
 
 
 def by_key(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -84,11 +64,6 @@ def refused(*args: str) -> str:
     return str(raised.value)
 
 
-def cells(line: str) -> list[str]:
-    """A table row's cells (columns are two or more spaces apart)."""
-    return re.split(r"\s{2,}", line.strip())
-
-
 def row_of(text: str, first: str) -> list[str]:
     """The table row of ``text`` whose first cell is ``first``."""
     rows = [cells(line) for line in text.splitlines() if line.startswith(first + " ")]
@@ -96,25 +71,10 @@ def row_of(text: str, first: str) -> list[str]:
     return rows[0]
 
 
-def add_policy(
-    name: str,
-    endpoint: str | None = None,
-    *,
-    algorithm: str = "sliding_log",
-    limit: int = 5,
-    window: int = 60,
-    key: str = "ip",
-    **fields: Any,
-) -> CompiledPolicy:
-    row = Policy.objects.create(
-        name=name,
-        endpoint=endpoint or name,
-        algorithm=algorithm,
-        limit=limit,
-        window=window,
-        key=key,
-        **fields,
-    )
+def add_policy(name: str, endpoint: str | None = None, **fields: Any) -> CompiledPolicy:
+    """:func:`~tests.helpers.make_policy`'s policy (sliding_log, 5 per 60 s per address)
+    on ``endpoint``, by default its name, compiled after the process forgets its state."""
+    row = make_policy(name, endpoint=endpoint or name, **fields)
     reset_state()
     return CompiledPolicy.from_model(row)
 

@@ -9,21 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from ratelimits.models import Policy
+from tests.helpers import Terminal, run
 
 pytestmark = pytest.mark.django_db
 
 FIELDS = ("name", "endpoint", "methods", "algorithm", "limit", "window", "key", "mode")
 FIELDS += ("fail_open", "enabled")
-
-
-def run(*args: str) -> str:
-    out = io.StringIO()
-    call_command("ratelimits", *args, stdout=out, stderr=io.StringIO())
-    return out.getvalue()
 
 
 def table() -> list[tuple[Any, ...]]:
@@ -43,11 +37,6 @@ def policies() -> None:
         name="keys", endpoint="/api/v1/*", algorithm="fixed_window", limit=100, window=3600,
         key="header:X-Api-Key",
     )  # fmt: skip
-
-
-class TTY(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 @pytest.mark.parametrize("suffix", [".json", ".yaml", ".yml"])
@@ -147,7 +136,7 @@ def test_prune_asks_on_a_terminal(
     answer: str,
     kept: list[str] | None,
 ) -> None:
-    monkeypatch.setattr(sys, "stdin", TTY(answer))
+    monkeypatch.setattr(sys, "stdin", Terminal(answer))
     before = table()
     path = tmp_path / "p.yaml"
     path.write_text("- {name: login, endpoint: api:login, limit: 7, window: 60}\n")

@@ -3,40 +3,21 @@ to the probed client, which override gave it, and exemptions, against the real R
 
 from __future__ import annotations
 
-import json
-import re
-from io import StringIO
 from typing import Any
 
 import pytest
 import redis
 from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 
-from ratelimits.engine import identity, limiter
-from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.testutils import reset_state
+from tests.helpers import cells, hashed, run, run_json, use
 
 pytestmark = pytest.mark.django_db
 
 SECRET = "k3y-Of-Partner-ACME-7f2b"
 COLUMNS = ["policy", "endpoint", "rate", "algorithm", "mode", "identity", "override"]
 COLUMNS += ["count", "remaining", "next"]
-
-
-def run(*args: str) -> str:
-    out = StringIO()
-    call_command("ratelimits", *args, stdout=out, stderr=StringIO())
-    return out.getvalue()
-
-
-def run_json(*args: str) -> Any:
-    return json.loads(run(*args, "--json"))
-
-
-def cells(line: str) -> list[str]:
-    return re.split(r"\s{2,}", line.strip())
 
 
 def table(text: str) -> dict[str, list[str]]:
@@ -48,16 +29,6 @@ def table(text: str) -> dict[str, list[str]]:
 
 def by_policy(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {found["policy"]: found for found in record["policies"]}
-
-
-def hashed(secret: str) -> str:
-    return identity.header_identity(identity.meta_key("X-Api-Key"), secret)
-
-
-def hit(policy: Policy, who: str, times: int) -> None:
-    compiled = CompiledPolicy.from_model(policy)
-    for _ in range(times):
-        limiter.decide([limiter.Check(compiled, who)])
 
 
 def script_calls(client: redis.Redis) -> int:
@@ -105,8 +76,8 @@ def site() -> dict[str, Any]:
 
 def test_each_policy_shows_the_override_that_applies(site, redis_client):
     alice = site["alice"]
-    hit(site["by_user"], f"u:{alice.pk}", 3)
-    hit(site["by_ip"], "ip:10.200.0.1", 4)
+    use(site["by_user"], f"u:{alice.pk}", 3)
+    use(site["by_ip"], "ip:10.200.0.1", 4)
     args = ("check", "--path", "/api/search/", "--user", "alice", "--ip", "10.200.0.1")
     text = run(*args, "--header", f"X-Api-Key={SECRET}")
     rows = table(text)
@@ -177,7 +148,7 @@ def test_a_group_override_applies_and_the_user_override_beats_it(site):
 
 def test_an_exempt_client_is_not_counted_and_says_which_override(site, redis_client):
     bob = site["bob"]
-    hit(site["by_user"], f"u:{bob.pk}", 5)  # at the policy's limit: a check would deny
+    use(site["by_user"], f"u:{bob.pk}", 5)  # at the policy's limit: a check would deny
     calls = script_calls(redis_client)
     text = run("check", "--path", "/api/search/", "--user", "bob")
     rows = table(text)
@@ -233,7 +204,7 @@ def test_addresses_get_the_most_specific_rule(site, address, override, limit):
 
 
 def test_a_hit_limit_under_an_override_denies_as_the_throttle_would(site):
-    hit(site["by_ip"], "ip:10.1.2.3", 3)
+    use(site["by_ip"], "ip:10.1.2.3", 3)
     text = run("check", "--path", "/api/search/", "--ip", "10.1.2.3")
     row = table(text)["by-ip"]
     assert row[2] == "3 per 60 s" and row[7:9] == ["3", "0"]

@@ -6,8 +6,8 @@ boundaries, several requests at one microsecond, and (in the second test) limits
 mid-trace (a new policy of the same name, as an admin edit compiles). Both algorithms
 replay it through one pipeline each, in time order, so every decision is the one a live
 request would get; every field of every decision, and of the script's reply, must agree.
-(``tests/test_compact_log.py`` replays short hypothesis-drawn timelines; these are long
-and bursty.)
+(``tests/engine/test_compact_log.py`` replays short hypothesis-drawn timelines; these are
+long and bursty.)
 """
 
 from __future__ import annotations

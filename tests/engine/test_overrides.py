@@ -14,16 +14,11 @@ from django.test.utils import CaptureQueriesContext
 from ratelimits.engine import table
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.throttling import PolicyThrottle
-from tests.helpers import evalsha_calls, start_worker
+from tests.helpers import create_policy, evalsha_calls, start_worker
 
 pytestmark = pytest.mark.django_db
 
 API_KEY = "pk_live_partner_5f2e9a"
-
-
-def make(name: str = "items", endpoint: str = "api:items", limit: int = 2, **fields) -> Policy:
-    fields.setdefault("algorithm", "sliding_log")
-    return Policy.objects.create(name=name, endpoint=endpoint, limit=limit, window=60, **fields)
 
 
 def admitted(client, n: int = 12, url: str = "/api/items/", **extra) -> int:
@@ -31,13 +26,8 @@ def admitted(client, n: int = 12, url: str = "/api/items/", **extra) -> int:
     return sum(client.get(url, **extra).status_code == 200 for _ in range(n))
 
 
-@pytest.fixture
-def alice() -> User:
-    return User.objects.create_user("alice", password="x")
-
-
 def test_a_user_override_gives_that_user_its_limit(client, alice):
-    policy = make(key="user_or_ip")
+    policy = create_policy(key="user_or_ip")
     PolicyOverride.objects.create(policy=policy, user=alice, limit=5)
     client.force_login(alice)
     assert admitted(client) == 5
@@ -49,7 +39,7 @@ def test_a_user_override_gives_that_user_its_limit(client, alice):
 
 
 def test_a_group_override_applies_to_its_members_only(client, alice):
-    policy = make(key="user")
+    policy = create_policy(key="user")
     partners = Group.objects.create(name="partners")
     alice.groups.add(partners)
     PolicyOverride.objects.create(policy=policy, group=partners, limit=4)
@@ -61,7 +51,7 @@ def test_a_group_override_applies_to_its_members_only(client, alice):
 
 
 def test_address_and_network_overrides(client):
-    policy = make(key="ip")
+    policy = create_policy(key="ip")
     PolicyOverride.objects.create(policy=policy, identity="203.0.113.7", limit=3)
     PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", exempt=True)
     assert admitted(client, REMOTE_ADDR="203.0.113.7") == 3
@@ -72,14 +62,14 @@ def test_address_and_network_overrides(client):
 
 
 def test_an_ipv6_network_override_covers_the_grouped_client(client):
-    policy = make(key="ip")
+    policy = create_policy(key="ip")
     PolicyOverride.objects.create(policy=policy, identity="2001:db8:aa::/48", limit=4)
     assert admitted(client, REMOTE_ADDR="2001:db8:aa:1::5") == 4
     assert admitted(client, REMOTE_ADDR="2001:db8:bb:1::5") == 2
 
 
 def test_an_api_key_override_is_stored_hashed_and_matches_the_header(client, redis_client):
-    policy = make(key="header:X-Api-Key")
+    policy = create_policy(key="header:X-Api-Key")
     override = PolicyOverride.objects.create(policy=policy, identity=API_KEY, limit=5)
     assert override.identity.startswith("h:") and len(override.identity) == 34
     assert admitted(client, HTTP_X_API_KEY=API_KEY) == 5
@@ -94,7 +84,7 @@ def test_an_api_key_override_is_stored_hashed_and_matches_the_header(client, red
 
 
 def test_the_most_specific_override_wins(alice, django_capture_on_commit_callbacks):
-    policy = make(key="user_or_ip", limit=2)
+    policy = create_policy(key="user_or_ip", limit=2)
     partners = Group.objects.create(name="partners")
     alice.groups.add(partners)
     rows = [
@@ -122,7 +112,7 @@ def test_the_most_specific_override_wins(alice, django_capture_on_commit_callbac
 
 
 def test_a_user_in_several_overridden_groups_gets_the_most_generous(alice):
-    policy = make(key="user")
+    policy = create_policy(key="user")
     small, large, free = (Group.objects.create(name=n) for n in ("small", "large", "free"))
     alice.groups.add(small, large)
     PolicyOverride.objects.create(policy=policy, group=small, limit=3)
@@ -136,7 +126,7 @@ def test_a_user_in_several_overridden_groups_gets_the_most_generous(alice):
 
 
 def test_an_exempt_client_costs_no_redis_call(client, alice, redis_client):
-    policy = make(key="user")
+    policy = create_policy(key="user")
     PolicyOverride.objects.create(policy=policy, user=alice, exempt=True)
     client.force_login(alice)
     client.get("/api/items/")  # warm: sessions, the policy table
@@ -149,7 +139,7 @@ def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_cli
     partners = Group.objects.create(name="partners")
     alice.groups.add(partners)
     for name, key in (("by-user", "user"), ("by-ip", "ip"), ("everyone", "global")):
-        policy = make(name=name, endpoint="api:items", limit=100, key=key)
+        policy = create_policy(name=name, endpoint="api:items", limit=100, key=key)
         PolicyOverride.objects.create(policy=policy, group=partners, limit=200)
         if key == "ip":
             PolicyOverride.objects.create(policy=policy, identity="203.0.113.0/24", limit=300)
@@ -170,7 +160,7 @@ def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_cli
 
 @override_settings(RATELIMITS={"EXEMPT_NETWORKS": ["127.0.0.0/8", "192.0.2.0/24"]})
 def test_exempt_networks_are_never_limited(client, redis_client):
-    make(key="ip")
+    create_policy(key="ip")
     before = evalsha_calls(redis_client)
     assert admitted(client, REMOTE_ADDR="192.0.2.44") == 12
     assert evalsha_calls(redis_client) == before
@@ -179,7 +169,7 @@ def test_exempt_networks_are_never_limited(client, redis_client):
 
 @pytest.mark.parametrize("proxies", [0, 1])
 def test_a_forged_forwarded_for_does_not_reach_an_exempt_network(client, proxies):
-    make(key="ip")
+    create_policy(key="ip")
     with override_settings(RATELIMITS={"EXEMPT_NETWORKS": ["10.0.0.0/8"], "NUM_PROXIES": proxies}):
         # The client claims 10.0.0.1; the proxy (when there is one) appends the real address.
         forged = "10.0.0.1" if proxies == 0 else "10.0.0.1, 198.51.100.7"
@@ -189,7 +179,7 @@ def test_a_forged_forwarded_for_does_not_reach_an_exempt_network(client, proxies
 
 
 def test_override_validation():
-    policy = make(key="ip")
+    policy = create_policy(key="ip")
     group = Group.objects.create(name="g")
     cases = [
         (PolicyOverride(policy=policy, limit=5), "__all__"),
@@ -203,10 +193,10 @@ def test_override_validation():
         with pytest.raises(ValidationError) as error:
             override.full_clean()
         assert field in error.value.message_dict, (override.__dict__, error.value.message_dict)
-    by_user = make(name="by-user", key="user")
+    by_user = create_policy(name="by-user", key="user")
     with pytest.raises(ValidationError, match="name a user or a group"):
         PolicyOverride(policy=by_user, identity="10.0.0.1", limit=5).full_clean()
-    by_key = make(name="by-key", key="header:X-Api-Key")
+    by_key = create_policy(name="by-key", key="header:X-Api-Key")
     with pytest.raises(ValidationError, match="not an IP address"):  # a typo, not a key
         PolicyOverride(policy=by_key, identity="ip:10.0.0.256", limit=5).full_clean()
     unsaved = Policy(name="new", endpoint="x", limit=5, window=60, key="ip")
@@ -220,7 +210,7 @@ def test_override_validation():
 
 
 def test_the_database_refuses_an_unhashed_identity():
-    policy = make(key="header:X-Api-Key")
+    policy = create_policy(key="header:X-Api-Key")
     row = PolicyOverride.objects.create(policy=policy, identity=API_KEY, limit=5)
     with pytest.raises(IntegrityError), transaction.atomic():
         PolicyOverride.objects.filter(pk=row.pk).update(identity=API_KEY)
@@ -229,7 +219,7 @@ def test_the_database_refuses_an_unhashed_identity():
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_group_membership_change_reaches_another_worker_within_the_bound(alice):
-    policy = make(key="user")
+    policy = create_policy(key="user")
     partners = Group.objects.create(name="partners")
     PolicyOverride.objects.create(policy=policy, group=partners, limit=50)
     bound = float(table.app_settings.POLICY_REFRESH_INTERVAL) + 1.0
@@ -254,7 +244,7 @@ def test_a_remembered_denial_does_not_hold_a_client_with_a_higher_limit_on_the_s
 ):
     """Under a per-address policy, a user behind the same address with a higher limit is
     decided by Redis, not by the denial this worker remembers for the address."""
-    policy = make(key="ip", limit=2)
+    policy = create_policy(key="ip", limit=2)
     PolicyOverride.objects.create(policy=policy, user=alice, limit=5)
     assert admitted(client, REMOTE_ADDR="198.51.100.3") == 2  # the address is now denied
     client.force_login(alice)

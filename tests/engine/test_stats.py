@@ -24,6 +24,7 @@ from ratelimits.engine.store import connection
 from ratelimits.engine.store.breaker import breaker
 from ratelimits.models import Policy
 from ratelimits.testutils import free_port
+from tests.helpers import caches_at, ratelimits_settings
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -62,10 +63,8 @@ def stored(client: redis.Redis, minute: int) -> dict[str, int]:
 
 def dead_redis(**ratelimits: Any) -> override_settings:
     """Settings pointing the limiter at a port where nothing listens."""
-    location = f"redis://127.0.0.1:{free_port()}/0"
     return override_settings(
-        CACHES={"default": {**settings.CACHES["default"], "LOCATION": location}},
-        RATELIMITS={**settings.RATELIMITS, **ratelimits},
+        CACHES=caches_at(free_port()), RATELIMITS=ratelimits_settings(**ratelimits)
     )
 
 

@@ -3,7 +3,6 @@ command's report, round trips, and an API key that never appears anywhere in cle
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,22 +11,21 @@ import pytest
 import redis
 import yaml
 from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import IntegrityError, connection
 from django.test import Client
 
-from ratelimits.engine import identity, table
+from ratelimits.engine import table
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.policy_io import (
     FORMATS,
-    PolicyFileError,
     apply_import,
     dump_policies,
     parse_document,
     plan_import,
 )
 from ratelimits.validators import MAX_LIMIT
+from tests.helpers import hashed, problems_of, run
 
 pytestmark = pytest.mark.django_db
 
@@ -36,26 +34,9 @@ ROW: dict[str, Any] = {"name": "api", "endpoint": "search", "limit": 10, "window
 ROW["key"] = "header:X-Api-Key"
 
 
-def hashed(secret: str, header: str = "X-Api-Key") -> str:
-    """The identity the limiter gives a request carrying ``header: secret``."""
-    return identity.header_identity(identity.meta_key(header), secret)
-
-
 def row(*overrides: dict[str, Any], **fields: Any) -> dict[str, Any]:
     """The ``api`` policy's file row with ``fields`` changed and ``overrides``."""
     return {**ROW, **fields, "overrides": list(overrides)}
-
-
-def run(*args: str) -> str:
-    out = io.StringIO()
-    call_command("ratelimits", *args, stdout=out, stderr=io.StringIO())
-    return out.getvalue()
-
-
-def problems_of(rows: list[Any], *, prune: bool = False) -> list[str]:
-    with pytest.raises(PolicyFileError) as raised:
-        plan_import(rows, prune=prune)
-    return raised.value.problems
 
 
 def overrides() -> list[tuple[Any, ...]]:

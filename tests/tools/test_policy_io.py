@@ -24,6 +24,7 @@ from ratelimits.tools.policy_io import (
     plan_import,
 )
 from ratelimits.validators import MAX_WINDOW
+from tests.helpers import problems_of
 
 pytestmark = pytest.mark.django_db
 
@@ -33,15 +34,6 @@ ROW: dict[str, Any] = {"name": "login", "endpoint": "api:login", "limit": 5, "wi
 def row(**overrides: Any) -> dict[str, Any]:
     """A valid file row: :data:`ROW` with ``overrides``."""
     return {**ROW, **overrides}
-
-
-def problems_of(rows: list[Any], *, prune: bool = False) -> list[str]:
-    """The lines of the error ``plan_import(rows)`` raises."""
-    with pytest.raises(PolicyFileError) as raised:
-        plan_import(rows, prune=prune)
-    lines = str(raised.value).splitlines()
-    assert lines == raised.value.problems
-    return lines
 
 
 def parse_error(text: str, fmt: str, source: str = "policies.file") -> str:
@@ -330,7 +322,7 @@ class Canary:
 
 
 def test_python_tags_are_refused_not_executed() -> None:
-    text = "policies:\n- !!python/object/new:tests.test_policy_io.Canary []\n"
+    text = f"policies:\n- !!python/object/new:{Canary.__module__}.Canary []\n"
     # The control: an unsafe loader would build the object.
     Canary.built = 0
     yaml.unsafe_load(text)

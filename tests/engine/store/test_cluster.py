@@ -19,6 +19,7 @@ from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisClusterServers
 from ratelimits.tools import inventory
+from tests.helpers import item_statuses
 
 pytestmark = [
     pytest.mark.django_db,
@@ -34,10 +35,6 @@ def make(name: str, limit: int, key: str, **fields: Any) -> CompiledPolicy:
         key=key, **fields,
     )  # fmt: skip
     return CompiledPolicy.from_model(row)
-
-
-def statuses(client: Any, ip: str, n: int) -> list[int]:
-    return [client.get("/api/items/", REMOTE_ADDR=ip).status_code for _ in range(n)]
 
 
 def evalsha_calls(cluster: RedisClusterServers) -> int:
@@ -69,7 +66,7 @@ def test_the_limiter_talks_to_the_cluster_and_keys_spread_over_its_primaries(
     policy = make("items", 2, "ip")
     ips = addresses_on_distinct_nodes(policy, redis_client)
     for ip in ips:
-        assert statuses(client, ip, 3) == [200, 200, 429]
+        assert item_statuses(client, ip, 3) == [200, 200, 429]
     sizes = [node.client().dbsize() for node in redis_cluster.nodes]
     assert all(size >= 1 for size in sizes), sizes
     assert inventory.key_count(redis_client) == sum(sizes)
@@ -81,7 +78,7 @@ def test_policies_of_one_identity_are_one_call_in_one_slot(client, redis_cluster
     make("burst", 3, "ip")
     make("hourly", 5, "ip", methods="GET")
     before = evalsha_calls(redis_cluster)
-    assert statuses(client, "203.0.113.7", 4) == [200, 200, 200, 429]
+    assert item_statuses(client, "203.0.113.7", 4) == [200, 200, 200, 429]
     # One call per admitted request; the 3rd used burst's last unit, so the worker denied
     # the 4th itself (ratelimits.denials).
     assert evalsha_calls(redis_cluster) - before == 3
@@ -97,7 +94,7 @@ def test_a_request_spanning_slots_is_all_or_nothing(client, redis_cluster, redis
         redis_client, everyone.key_for("global")
     )
     before = evalsha_calls(redis_cluster)
-    assert statuses(client, a, 4) == [200, 200, 200, 429]
+    assert item_statuses(client, a, 4) == [200, 200, 200, 429]
     # An admitted request: look in both slots, then record in both. The 3rd used per-ip's
     # last unit, so the worker denied the 4th itself (ratelimits.denials).
     assert evalsha_calls(redis_cluster) - before == 3 * 4
@@ -107,7 +104,7 @@ def test_a_request_spanning_slots_is_all_or_nothing(client, redis_cluster, redis
         return verdict.decisions[0].count
 
     assert count(everyone, "global") == 3  # a's 4th request, denied per IP, took nothing
-    assert statuses(client, b, 3) == [200, 200, 429]  # the global budget of 5 is spent
+    assert item_statuses(client, b, 3) == [200, 200, 429]  # the global budget of 5 is spent
     assert count(per_ip, f"ip:{b}") == 2  # b's denied request took nothing from b
     assert count(everyone, "global") == 5
 
@@ -118,20 +115,20 @@ def test_a_restarted_primary_costs_only_its_own_slots(
     """Kill the primary holding one client's key: that client gets the fail mode (open:
     200), clients on the other primaries stay limited, nothing answers 500; once the node
     is back, its client is limited again. (Without remembered denials, which would keep
-    the victim, denied before the kill, denied through it: see tests/test_denials.py.)"""
+    the victim, denied before the kill, denied through it: see tests/engine/test_denials.py.)"""
     settings.RATELIMITS = {**settings.RATELIMITS, "LOCAL_DENIALS": 0}
     policy = make("items", 2, "ip")
     ips = addresses_on_distinct_nodes(policy, redis_client)
     victim_ip, *others = ips
     victim_node = node_of(redis_client, policy.key_for(f"ip:{victim_ip}"))
     (victim,) = [n for n in redis_cluster.nodes if f"127.0.0.1:{n.port}" == victim_node]
-    assert statuses(client, victim_ip, 3) == [200, 200, 429]
+    assert item_statuses(client, victim_ip, 3) == [200, 200, 429]
 
     victim.kill()
-    down = statuses(client, victim_ip, 10)
+    down = item_statuses(client, victim_ip, 10)
     assert down == [200] * 10  # fail open, through the node's open breaker
     for ip in others:
-        assert statuses(client, ip, 3) == [200, 200, 429]  # other slots keep limiting
+        assert item_statuses(client, ip, 3) == [200, 200, 429]  # other slots keep limiting
 
     victim.start()  # same nodes.conf: it rejoins with its slots, empty
     redis_cluster.wait_ok()

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 import redis
-from django.conf import settings
 from django.db import connection, connections
 from django.http import HttpResponse
 from django.test import Client, override_settings
@@ -31,6 +30,7 @@ from ratelimits.conf import app_settings
 from ratelimits.engine import keys
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer
+from tests.helpers import fail_mode_policies, ratelimits_settings, wait_clear_of_window_boundary
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -218,38 +218,15 @@ def between(samples: list[Sample], start: float, end: float) -> list[Sample]:
     return [s for s in samples if s.started >= start and s.ended <= end]
 
 
-def ratelimits_settings(**values: Any) -> dict[str, Any]:
-    """The test settings' ``RATELIMITS`` with ``values`` changed."""
-    return {**settings.RATELIMITS, **values}
-
-
 @pytest.fixture
 def fail_policies(settings: Any) -> None:
     """``items``: exhausted after 20, fail open. ``login``: never exhausted here, fail closed.
 
     The worker does not remember denials here (``LOCAL_DENIALS`` 0): a remembered denial
-    of the exhausted ``items`` would hold through the outage (tests/test_denials.py shows
-    that), and these drills measure the fail modes of requests that need Redis."""
+    of the exhausted ``items`` would hold through the outage (tests/engine/test_denials.py
+    shows that), and these drills measure the fail modes of requests that need Redis."""
     settings.RATELIMITS = {**getattr(settings, "RATELIMITS", {}), "LOCAL_DENIALS": 0}
-    Policy.objects.create(
-        name="items",
-        endpoint="api:items",
-        algorithm="sliding_log",
-        limit=20,
-        window=60,
-        key="ip",
-        fail_open=True,
-    )
-    Policy.objects.create(
-        name="login",
-        endpoint="api:login",
-        methods="POST",
-        algorithm="sliding_log",
-        limit=100_000,
-        window=60,
-        key="ip",
-        fail_open=False,
-    )
+    fail_mode_policies(items={"limit": 20}, login={"methods": "POST", "limit": 100_000})
 
 
 @pytest.fixture
@@ -413,13 +390,6 @@ def test_script_flushed_repeatedly_mid_load_keeps_admission_exact(
 # --- Redis restarted empty under load -------------------------------------------------------
 
 
-def wait_clear_of_window_boundary(window: int, margin: float = 10.0) -> None:
-    """Start well inside a clock-aligned window, so that counts stay in one window."""
-    into = time.time() % window
-    if into > window - margin:
-        time.sleep(window - into + 0.1)
-
-
 @pytest.mark.parametrize("algorithm", ["sliding_log", "sliding_counter", "fixed_window"])
 def test_redis_restarted_empty_mid_load_counts_afresh(
     algorithm: str, redis_server: RedisServer, redis_client: redis.Redis
@@ -430,7 +400,7 @@ def test_redis_restarted_empty_mid_load_counts_afresh(
     Policy.objects.create(
         name="items", endpoint="api:items", algorithm=algorithm, limit=limit, window=3600
     )
-    wait_clear_of_window_boundary(3600)
+    wait_clear_of_window_boundary(3600, margin=10.0)
     with Load(get_items) as load:
         assert load.wait_for(lambda s: s.status == 429, timeout=5.0) is not None
         time.sleep(0.1)

@@ -8,33 +8,20 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.conf import settings
 from django.test import override_settings
 
 from ratelimits.conf import app_settings
-from ratelimits.models import Policy
+from tests.helpers import caches_at, fail_mode_policies
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def policies() -> None:
-    Policy.objects.create(
-        name="items",
-        endpoint="api:items",
-        algorithm="fixed_window",
-        limit=2,
-        window=60,
-        fail_open=True,
-    )
-    Policy.objects.create(
-        name="login",
-        endpoint="api:login",
-        algorithm="sliding_log",
-        limit=2,
-        window=60,
-        key="ip",
-        fail_open=False,
+    """``items`` (fail open) and ``login`` (fail closed), each exhausted after 2."""
+    fail_mode_policies(
+        items={"algorithm": "fixed_window", "limit": 2, "key": "user_or_ip"},
+        login={"limit": 2},
     )
 
 
@@ -45,11 +32,6 @@ def blackhole() -> Iterator[int]:
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
         yield listener.getsockname()[1]
-
-
-def caches_at(port: int) -> dict:
-    location = f"redis://127.0.0.1:{port}/0"
-    return {"default": {**settings.CACHES["default"], "LOCATION": location}}
 
 
 def test_script_flush_recovers_without_an_error(client, policies, redis_client):

@@ -15,6 +15,7 @@ from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
+from tests.helpers import item_statuses
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -58,10 +59,6 @@ def _ready(sentinel: RedisSentinel) -> bool:
     return any(r["flags"] == "slave" and r["master-link-status"] == "ok" for r in replicas)
 
 
-def statuses(client: Any, ip: str, n: int) -> list[int]:
-    return [client.get("/api/items/", REMOTE_ADDR=ip).status_code for _ in range(n)]
-
-
 def test_the_limiter_reaches_the_primary_through_the_sentinel_with_its_own_timeout(
     client, sentinel_site
 ):
@@ -72,7 +69,7 @@ def test_the_limiter_reaches_the_primary_through_the_sentinel_with_its_own_timeo
     pool = connection.get_client().connection_pool
     assert isinstance(pool, SentinelConnectionPool) and pool.service_name == sentinel.service
     assert pool.connection_kwargs["socket_timeout"] == 0.1  # not the cache's 1 s
-    assert statuses(client, "203.0.113.7", 3) == [200, 200, 429]
+    assert item_statuses(client, "203.0.113.7", 3) == [200, 200, 429]
     assert primary.client().exists("rl:{ip:203.0.113.7}:items:log")
 
 
@@ -81,7 +78,7 @@ def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel
     Policy.objects.create(
         name="items", endpoint="api:items", algorithm="sliding_log", limit=2, window=60, key="ip"
     )
-    assert statuses(client, "203.0.113.7", 3) == [200, 200, 429]
+    assert item_statuses(client, "203.0.113.7", 3) == [200, 200, 429]
     deadline = time.monotonic() + 20
     while True:  # the sentinel refuses (NOGOODSLAVE) until it has vetted the replica
         try:
@@ -101,7 +98,7 @@ def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel
     seen: list[int] = []
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        seen.extend(statuses(client, "198.51.100.9", 3))
+        seen.extend(item_statuses(client, "198.51.100.9", 3))
         if seen[-3:] == [200, 200, 429]:
             break
         client.get("/api/items/", REMOTE_ADDR="198.51.100.10")  # traffic while it settles
