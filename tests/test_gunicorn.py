@@ -217,7 +217,7 @@ def test_exactly_the_limit_is_admitted(
     for _ in range(RUNS):
         inventory.reset(redis_client, name)
         # The workers remember the last run's denials until they see the reset, within
-        # one refresh interval (ratelimits.denials).
+        # one refresh interval (ratelimits.engine.denials).
         time.sleep(float(app_settings.POLICY_REFRESH_INTERVAL) + 0.2)
         if algorithm != "sliding_log":  # clock-aligned windows
             wait_clear_of_window_boundary(WINDOW, margin=5.0)

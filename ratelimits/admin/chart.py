@@ -1,4 +1,4 @@
-"""Inline SVG charts of :func:`ratelimits.metrics.series`, for the admin dashboard.
+"""Inline SVG charts of :func:`ratelimits.engine.stats.series`, for the admin dashboard.
 
 Pure functions, no I/O, no JavaScript, nothing fetched: the SVG goes straight into the
 page. :func:`render_svg` draws one policy (a line per outcome, one point per minute);

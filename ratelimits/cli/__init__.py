@@ -1,6 +1,7 @@
 """The pieces of ``manage.py ratelimits``: one module per group of subcommands.
 
 Each ``run_*`` function takes the command (for its ``stdout``/``stderr``) and the
-parsed options. They talk to Redis only through the engine modules
-(:mod:`ratelimits.inventory`, :mod:`ratelimits.inspection`, :mod:`ratelimits.limiter`).
+parsed options. They talk to Redis only through the engine and the shared tools
+(:mod:`ratelimits.tools.inventory`, :mod:`ratelimits.tools.inspection`,
+:mod:`ratelimits.engine.limiter`).
 """

@@ -19,7 +19,7 @@ class Decision:
     request would be allowed (0 when allowed) and ``reset`` the seconds until one more
     unit of quota frees up. ``failed`` is true when Redis could not answer and
     ``allowed`` comes from the policy's ``fail_open``. ``cached`` is true for a denial the
-    worker answered itself, from an earlier answer of Redis (see :mod:`ratelimits.denials`).
+    worker answered itself, from an earlier answer of Redis (see :mod:`ratelimits.engine.denials`).
     """
 
     policy: str

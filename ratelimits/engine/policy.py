@@ -35,7 +35,7 @@ class CompiledPolicy:
     #: For each shard, its four ARGV slots in ``lua/decide.lua``: algorithm, the shard's
     #: share of the limit, window_ms, enforce. One entry for an unsharded policy.
     script_args: tuple[tuple[str, str, str, str], ...]
-    #: Who gets another limit or none (:mod:`ratelimits.overrides`); ``None`` when nobody.
+    #: Who gets another limit or none (:mod:`ratelimits.engine.overrides`); ``None`` when nobody.
     overrides: Overrides | None = field(default=None, compare=False, repr=False)
     #: For a policy an override made, which one ("user alice", "10.0.0.0/8"); else "".
     override: str = ""
@@ -118,7 +118,7 @@ class CompiledPolicy:
         return self.overrides.resolve(self, user_key, identity)
 
     def rule_for(self, user_key: str | None, identity: str) -> CompiledPolicy | Exemption:
-        """Like :meth:`for_client`, but an exemption is an :class:`~ratelimits.overrides.
+        """Like :meth:`for_client`, but an exemption is an :class:`~ratelimits.engine.overrides.
         Exemption` naming the override (for tools that show which rule applied)."""
         if self.overrides is None:
             return self

@@ -126,7 +126,7 @@ def delete(client: Client, names: Iterable[keys.KeyName]) -> int:
     """Delete the keys (``UNLINK``, in batches); returns how many existed.
 
     Workers are told, through the policy table's version stamp, to forget the denials
-    they remember (:mod:`ratelimits.denials`), so the clients reset are let in again
+    they remember (:mod:`ratelimits.engine.denials`), so the clients reset are let in again
     within ``POLICY_REFRESH_INTERVAL``."""
     deleted = 0
     batch: list[str] = []

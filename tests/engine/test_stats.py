@@ -352,7 +352,7 @@ def test_requests_through_the_api_are_counted(client, redis_client):
     assert read.total("items-shadow", "allowed") == 1
     # The shadow policy would have denied the 2nd request (only admissions are stored).
     # The 3rd was denied by this worker without Redis (the 2nd used items' last unit:
-    # ratelimits.denials), so the shadow policy was not asked.
+    # ratelimits.engine.denials), so the shadow policy was not asked.
     assert read.total("items-shadow", "shadow_denied") == 1
     assert stats.denied_since() == {"items": 1, "items-shadow": 0}
 

@@ -80,7 +80,7 @@ def test_policies_of_one_identity_are_one_call_in_one_slot(client, redis_cluster
     before = evalsha_calls(redis_cluster)
     assert item_statuses(client, "203.0.113.7", 4) == [200, 200, 200, 429]
     # One call per admitted request; the 3rd used burst's last unit, so the worker denied
-    # the 4th itself (ratelimits.denials).
+    # the 4th itself (ratelimits.engine.denials).
     assert evalsha_calls(redis_cluster) - before == 3
 
 
@@ -96,7 +96,7 @@ def test_a_request_spanning_slots_is_all_or_nothing(client, redis_cluster, redis
     before = evalsha_calls(redis_cluster)
     assert item_statuses(client, a, 4) == [200, 200, 200, 429]
     # An admitted request: look in both slots, then record in both. The 3rd used per-ip's
-    # last unit, so the worker denied the 4th itself (ratelimits.denials).
+    # last unit, so the worker denied the 4th itself (ratelimits.engine.denials).
     assert evalsha_calls(redis_cluster) - before == 3 * 4
 
     def count(policy: CompiledPolicy, who: str) -> float:
