@@ -39,9 +39,13 @@ def every_glob_tried(table: PolicyTable) -> Callable[[str, str, str], list[Compi
     globs = [
         (re.compile(fnmatch.translate(p.endpoint)), p) for p in table.policies if p.is_path_pattern
     ]
+    names: dict[str, list[CompiledPolicy]] = {}
+    for p in table.policies:
+        if not p.is_path_pattern:
+            names.setdefault(p.endpoint, []).append(p)
 
     def match(method: str, path: str, scope: str) -> list[CompiledPolicy]:
-        found = list(table._by_name.get(scope, ()))
+        found = list(names.get(scope, ()))
         found.extend(policy for pattern, policy in globs if pattern.match(path))
         return [p for p in found if not p.methods or method in p.methods]
 

@@ -110,7 +110,9 @@ class PolicyTable:
         self._globs_by_prefix = {prefix: tuple(found) for prefix, found in by_prefix.items()}
         #: The most ``/`` in a glob's prefix: a path's deeper prefixes file no glob.
         self._glob_depth = max((prefix.count("/") for prefix in by_prefix), default=0)
-        every_glob = sorted(glob for found in by_prefix.values() for glob in found)
+        every_glob = sorted(
+            (glob for found in by_prefix.values() for glob in found), key=lambda glob: glob[0]
+        )
         #: Every glob in policy-name order, when there are few enough to try them all.
         self._few_globs = tuple(every_glob) if len(every_glob) <= FEW_GLOBS else None
 
