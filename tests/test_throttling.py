@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ratelimits.throttling import PolicyThrottle
-from tests.helpers import create_policy
+from tests.helpers import DECIDE_COMMANDS, create_policy, decide_command
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 
@@ -158,7 +158,7 @@ def test_no_database_query_per_request_once_warm(client, django_assert_num_queri
             assert client.get("/api/search/").status_code == 200
 
 
-def test_one_evalsha_per_request_whatever_the_number_of_policies(client, redis_client):
+def test_one_decide_call_per_request_whatever_the_number_of_policies(client, redis_client):
     for i in range(3):
         create_policy(
             f"p{i}",
@@ -171,8 +171,9 @@ def test_one_evalsha_per_request_whatever_the_number_of_policies(client, redis_c
     for _ in range(10):
         client.get("/api/items/")
     stats_ = redis_client.info("commandstats")
-    assert stats_["cmdstat_evalsha"]["calls"] == 10
-    assert "cmdstat_eval" not in stats_
+    command = decide_command(redis_client)
+    assert stats_[f"cmdstat_{command}"]["calls"] == 10
+    assert [name for name in DECIDE_COMMANDS if f"cmdstat_{name}" in stats_] == [command]
 
 
 class PerViewThrottled(APIView):

@@ -28,7 +28,8 @@ from ratelimits.engine.denials import remember as remember_denial
 from ratelimits.engine.policy import Check
 from ratelimits.engine.reporting import report
 from ratelimits.engine.store import breaker as breakers
-from ratelimits.engine.store import connection, scripts
+from ratelimits.engine.store import caller, commands, connection, scripts
+from ratelimits.engine.store.commands import bulk_strings
 from ratelimits.engine.store.connection import Client
 from ratelimits.exceptions import ConfigurationError
 
@@ -205,43 +206,49 @@ def _call(
     return reply
 
 
+#: The arguments in front of the policies' own: now (``""``: the Redis clock) and record.
+_HEAD_ARGUMENTS = {record: bulk_strings(["", "1" if record else "0"]) for record in (True, False)}
+
+
 def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | None) -> list[int]:
-    now_arg = "" if now is None else str(round(now * 1_000_000))
-    args: list[str] = [now_arg, "1" if record else "0"]
+    """The decide call for ``checks`` (all in one hash slot) on ``client``: a server's
+    client, a cluster's, or a pipeline that queues it."""
+    keys = [check.key for check in checks]
+    if type(client) is redis.Redis or (
+        isinstance(client, redis.Redis) and not isinstance(client, redis.client.Pipeline)
+    ):
+        call = _decide_call(checks, keys, record, now)
+        return caller.for_pool(client.connection_pool).call(call)  # type: ignore[no-any-return]
+    if connection.is_cluster(client):
+        call = _decide_call(checks, keys, record, now)
+        node = connection.node_client(client, keys[0])
+        try:
+            return caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
+        except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
+            # The slot moved or is moving: redis-py follows the redirection (and updates
+            # its slot map), running the source so the new node needs nothing loaded.
+            args = _arguments(checks, record, now)
+            return client.execute_command(  # type: ignore[no-any-return]
+                "EVAL", scripts.decide_source(), len(keys), *keys, *args
+            )
+    # A pipeline (tools): redis-py's script object loads the script when it runs.
+    script = _decide_script(client)
+    return script(keys=keys, args=_arguments(checks, record, now), client=client)  # type: ignore[no-any-return]
+
+
+def _decide_call(
+    checks: Sequence[Check], keys: list[str], record: bool, now: float | None
+) -> commands.DecideCall:
+    head = _HEAD_ARGUMENTS[record] if now is None else bulk_strings(_arguments([], record, now))
+    policies = [check.policy.wire_args[check.shard] for check in checks]
+    return commands.decide_call(keys, head + b"".join(policies), 2 + 4 * len(checks))
+
+
+def _arguments(checks: Sequence[Check], record: bool, now: float | None) -> list[str]:
+    args = ["" if now is None else str(round(now * 1_000_000)), "1" if record else "0"]
     for check in checks:
         args.extend(check.policy.script_args[check.shard])
-    keys = [c.key for c in checks]
-    script = _decide_script(client)
-    if type(client) is redis.Redis and client.connection is None:
-        try:
-            return _evalsha_pooled(client, script.sha, keys, args)
-        except redis.exceptions.NoScriptError:
-            pass  # redis-py below loads the script and calls again
-    try:
-        return script(keys=keys, args=args, client=client)
-    except redis.exceptions.NoScriptError:
-        # redis-py loaded the script after a NOSCRIPT and retried, and the script was
-        # flushed again in between: send the source itself (EVAL caches it again).
-        return client.eval(scripts.decide_source(), len(keys), *keys, *args)
-
-
-def _evalsha_pooled(client: redis.Redis, sha: str, keys: list[str], args: list[str]) -> Any:
-    """``EVALSHA`` on a connection of ``client``'s pool, without redis-py's per-command
-    layers (the ``Script`` wrapper, the retry wrapper, the reply callbacks): they cost
-    about a quarter of the call. The limiter's client retries nothing, so the behaviour
-    is the same; a connection left with a reply unread is closed, never reused."""
-    pool = client.connection_pool
-    pooled = pool.get_connection()
-    try:
-        pooled.send_command("EVALSHA", sha, len(keys), *keys, *args)
-        return pooled.read_response()
-    except redis.exceptions.ResponseError:
-        raise  # the reply was read whole: the connection is fine
-    except BaseException:
-        pooled.disconnect()
-        raise
-    finally:
-        pool.release(pooled)
+    return args
 
 
 def verdict_from(checks: Sequence[Check], reply: list[int]) -> tuple[int, Verdict]:

@@ -15,6 +15,7 @@ from ratelimits.conf import app_settings
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides
+from ratelimits.engine.store.commands import bulk_strings
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,11 @@ class CompiledPolicy:
     overrides: Overrides | None = field(default=None, compare=False, repr=False)
     #: For a policy an override made, which one ("user alice", "10.0.0.0/8"); else "".
     override: str = ""
+    #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
+    wire_args: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "wire_args", tuple(map(bulk_strings, self.script_args)))
 
     @classmethod
     def build(

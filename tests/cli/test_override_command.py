@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group, User
 
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.testutils import reset_state
-from tests.helpers import cells, hashed, run, run_json, use
+from tests.helpers import DECIDE_COMMANDS, cells, hashed, run, run_json, use
 
 pytestmark = pytest.mark.django_db
 
@@ -33,9 +33,7 @@ def by_policy(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def script_calls(client: redis.Redis) -> int:
     stats = client.info("commandstats")
-    return sum(
-        int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval")
-    )
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in DECIDE_COMMANDS)
 
 
 @pytest.fixture

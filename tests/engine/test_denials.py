@@ -10,7 +10,7 @@ import pytest
 from ratelimits.engine import denials, limiter, table
 from ratelimits.models import Policy
 from ratelimits.tools import inventory
-from tests.helpers import IDENTITY, evalsha_calls, policy, start_worker
+from tests.helpers import IDENTITY, decide_calls, policy, start_worker
 
 ALGORITHMS = ["sliding_log", "compact_log", "sliding_counter", "fixed_window"]
 
@@ -23,12 +23,12 @@ def request(p, identity: str = IDENTITY):
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_a_flood_at_10x_the_limit_costs_one_call_per_admission(algorithm, redis_client):
     p = policy(algorithm, limit=10, window=3600)
-    before = evalsha_calls(redis_client)
+    before = decide_calls(redis_client)
     verdicts = [request(p) for _ in range(100)]
     admitted = [v for v in verdicts if v.allowed]
     assert len(admitted) == 10
     # The 10th admission used the last unit: Redis said so, and the flood stays local.
-    assert evalsha_calls(redis_client) - before == 10
+    assert decide_calls(redis_client) - before == 10
     denied = [v.decisions[0] for v in verdicts if not v.allowed]
     assert all(d.cached and not d.allowed and d.remaining == 0 for d in denied)
     assert all(0 < d.retry_after <= 2 * 3600 for d in denied)  # the counter may wait > w
@@ -66,10 +66,10 @@ def test_a_denial_by_redis_is_remembered_for_its_retry_time(redis_client):
 
 def test_only_enforcing_policies_deny_locally(redis_client):
     shadow = policy("sliding_log", limit=1, window=60, name="shadow", mode="shadow")
-    before = evalsha_calls(redis_client)
+    before = decide_calls(redis_client)
     verdicts = [request(shadow) for _ in range(5)]
     assert all(v.allowed for v in verdicts)
-    assert evalsha_calls(redis_client) - before == 5
+    assert decide_calls(redis_client) - before == 5
     assert denials.size() == 0
 
 
@@ -109,10 +109,10 @@ def test_the_memory_is_bounded(settings, redis_client):
         assert denials.size() <= 3
     settings.RATELIMITS = {**settings.RATELIMITS, "LOCAL_DENIALS": 0}
     denials.clear()
-    before = evalsha_calls(redis_client)
+    before = decide_calls(redis_client)
     for _ in range(3):
         assert not request(p, "ip:198.51.100.1").allowed
-    assert evalsha_calls(redis_client) - before == 3  # off: every request asks Redis
+    assert decide_calls(redis_client) - before == 3  # off: every request asks Redis
 
 
 def test_a_reply_from_before_a_reset_is_not_remembered(redis_client):
@@ -139,9 +139,9 @@ def test_another_worker_lets_the_client_in_within_the_bound(change, redis_client
     worker = start_worker("flood", "/api/search/", "30")
     try:
         assert worker.stdout.readline().strip() == "denied"
-        before = evalsha_calls(redis_client)
+        before = decide_calls(redis_client)
         time.sleep(0.5)  # about 300 requests from the worker
-        assert evalsha_calls(redis_client) - before == 0
+        assert decide_calls(redis_client) - before == 0
         if change == "reset":
             assert inventory.reset(redis_client, "search") == 1
         else:

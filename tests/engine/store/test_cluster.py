@@ -15,11 +15,10 @@ from redis.cluster import RedisCluster
 
 from ratelimits.engine import limiter
 from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import connection, scripts
 from ratelimits.models import Policy
-from ratelimits.testutils import RedisClusterServers
 from ratelimits.tools import inventory
-from tests.helpers import item_statuses
+from tests.helpers import decide_calls, item_statuses, libraries, server_major
 
 pytestmark = [
     pytest.mark.django_db,
@@ -35,14 +34,6 @@ def make(name: str, limit: int, key: str, **fields: Any) -> CompiledPolicy:
         key=key, **fields,
     )  # fmt: skip
     return CompiledPolicy.from_model(row)
-
-
-def evalsha_calls(cluster: RedisClusterServers) -> int:
-    total = 0
-    for node in cluster.nodes:
-        stats = node.client().info("commandstats")
-        total += int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
-    return total
 
 
 def node_of(cluster_client: RedisCluster, key: str) -> str:
@@ -77,11 +68,11 @@ def test_the_limiter_talks_to_the_cluster_and_keys_spread_over_its_primaries(
 def test_policies_of_one_identity_are_one_call_in_one_slot(client, redis_cluster):
     make("burst", 3, "ip")
     make("hourly", 5, "ip", methods="GET")
-    before = evalsha_calls(redis_cluster)
+    before = decide_calls(redis_cluster.client())
     assert item_statuses(client, "203.0.113.7", 4) == [200, 200, 200, 429]
     # One call per admitted request; the 3rd used burst's last unit, so the worker denied
     # the 4th itself (ratelimits.engine.denials).
-    assert evalsha_calls(redis_cluster) - before == 3
+    assert decide_calls(redis_cluster.client()) - before == 3
 
 
 def test_a_request_spanning_slots_is_all_or_nothing(client, redis_cluster, redis_client):
@@ -93,11 +84,11 @@ def test_a_request_spanning_slots_is_all_or_nothing(client, redis_cluster, redis
     assert connection.slot_of(redis_client, per_ip.key_for(f"ip:{a}")) != connection.slot_of(
         redis_client, everyone.key_for("global")
     )
-    before = evalsha_calls(redis_cluster)
+    before = decide_calls(redis_cluster.client())
     assert item_statuses(client, a, 4) == [200, 200, 200, 429]
     # An admitted request: look in both slots, then record in both. The 3rd used per-ip's
     # last unit, so the worker denied the 4th itself (ratelimits.engine.denials).
-    assert evalsha_calls(redis_cluster) - before == 3 * 4
+    assert decide_calls(redis_cluster.client()) - before == 3 * 4
 
     def count(policy: CompiledPolicy, who: str) -> float:
         _, verdict = limiter.peek([limiter.Check(policy, who)], redis_client)
@@ -139,3 +130,7 @@ def test_a_restarted_primary_costs_only_its_own_slots(
         time.sleep(0.05)
     assert 429 in seen, "the restarted primary's client was not limited again"
     assert set(seen) <= {200, 429} and seen[-3:] == [200, 200, 429]
+    # Every primary runs the library, the restarted one too (loaded again on first use).
+    if server_major(redis_client) >= 7:
+        for node in redis_cluster.nodes:
+            assert libraries(node.client()) == [scripts.library_name()]

@@ -30,7 +30,12 @@ from ratelimits.conf import app_settings
 from ratelimits.engine import keys
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer
-from tests.helpers import fail_mode_policies, ratelimits_settings, wait_clear_of_window_boundary
+from tests.helpers import (
+    fail_mode_policies,
+    ratelimits_settings,
+    require_functions,
+    wait_clear_of_window_boundary,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -315,14 +320,27 @@ def test_redis_killed_mid_load(
     print(f"kill: limiting resumed {ms(resumed - started)} after Redis started")
 
 
-# --- SCRIPT FLUSH under load ----------------------------------------------------------------
+# --- SCRIPT FLUSH and FUNCTION FLUSH under load --------------------------------------------
 
 
-def load_under_script_flushes(
-    redis_client: redis.Redis, limit: int, per_thread: int, interval: float | None
+@pytest.fixture(params=["SCRIPT FLUSH", "FUNCTION FLUSH"])
+def flush_command(request: pytest.FixtureRequest, redis_client: redis.Redis) -> str:
+    """What a drill flushes: the script cache (what Redis 6.2 runs; ignored by the function
+    path) or the function libraries (what Redis 7+ runs)."""
+    if request.param == "FUNCTION FLUSH":
+        require_functions(redis_client)
+    return str(request.param)
+
+
+def load_under_flushes(
+    redis_client: redis.Redis,
+    command: str,
+    limit: int,
+    per_thread: int,
+    interval: float | None,
 ) -> tuple[list[Sample], int]:
     """``per_thread`` GETs from each thread at the fail-open ``items`` (``limit`` per hour)
-    while another connection sends ``SCRIPT FLUSH`` every ``interval`` seconds, or once
+    while another connection sends ``command`` (a flush) every ``interval`` seconds, or once
     when the load is under way (``None``). Returns the samples and the number of flushes."""
     Policy.objects.create(
         name="items", endpoint="api:items", algorithm="sliding_log", limit=limit, window=3600
@@ -333,7 +351,7 @@ def load_under_script_flushes(
     def flush() -> None:
         nonlocal flushes
         while not stop.is_set():
-            redis_client.script_flush()  # the test's own connection, not the limiter's
+            redis_client.execute_command(command)  # the test's connection, not the limiter's
             flushes += 1
             if interval is None:
                 return
@@ -355,14 +373,14 @@ def load_under_script_flushes(
     return samples, flushes
 
 
-def test_one_script_flush_mid_load_is_recovered_exactly(
-    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+def test_one_flush_mid_load_is_recovered_exactly(
+    redis_client: redis.Redis, flush_command: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Every thread meets ``NOSCRIPT`` after the flush; each reloads the script and is
+    """Every thread finds the code gone after the flush; each loads it again and is
     decided by Redis. The policy fails open, so a request that was not recovered would
     pass uncounted: exactly ``limit`` passing shows that none fell back."""
     limit, per_thread = 40, 20
-    samples, flushes = load_under_script_flushes(redis_client, limit, per_thread, None)
+    samples, flushes = load_under_flushes(redis_client, flush_command, limit, per_thread, None)
     assert flushes == 1
     assert [s.status for s in samples].count(200) == limit - 2 * THREADS  # warm-up took 16
     assert all(s.decided_by_redis for s in samples)
@@ -372,14 +390,16 @@ def test_one_script_flush_mid_load_is_recovered_exactly(
 FLUSH_INTERVAL = 0.002
 
 
-def test_script_flushed_repeatedly_mid_load_keeps_admission_exact(
-    redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+def test_flushed_repeatedly_mid_load_keeps_admission_exact(
+    redis_client: redis.Redis, flush_command: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``SCRIPT FLUSH`` every 2 ms, so a flush also lands between a thread's reload of the
-    script and its retry: no error reaches a client, no request falls back to the fail
-    mode (open here: it would pass uncounted), and exactly ``limit`` pass."""
+    """A flush every 2 ms, so a flush also lands between a thread's reload of the code
+    and its retry: no error reaches a client, no request falls back to the fail mode
+    (open here: it would pass uncounted), and exactly ``limit`` pass."""
     limit, per_thread = 60, 30
-    samples, flushes = load_under_script_flushes(redis_client, limit, per_thread, FLUSH_INTERVAL)
+    samples, flushes = load_under_flushes(
+        redis_client, flush_command, limit, per_thread, FLUSH_INTERVAL
+    )
     assert flushes >= 20, flushes  # flushed throughout, not once
     assert [s.status for s in samples].count(200) == limit
     assert all(s.decided_by_redis for s in samples)

@@ -1,0 +1,122 @@
+"""Sends decide calls to one Redis server and reads their replies: the sync I/O step.
+
+Each thread holds a connection of its own to each server (made from the server's pool
+settings, outside the pool), so a request neither takes nor gives back a pooled
+connection: it writes the call's bytes (:mod:`ratelimits.engine.store.commands`) and
+reads one reply. A child process after ``fork`` opens its own connections.
+
+A server that lacks the code answers with an error; :func:`commands.recover` says what
+to send until the call has its reply, so a flushed or restarted server costs the
+request one or two more round trips, never an error. A held connection that the server
+closed while it sat idle (a restart, a failover, an idle timeout) is replaced once
+before the error is raised; a timeout is never repeated.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import redis
+from redis.connection import AbstractConnection
+
+from ratelimits.engine.store import commands
+from ratelimits.engine.store.commands import DecideCall, Recovery
+
+
+class Caller:
+    """Decide calls to the server of one connection pool."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.pool = pool
+        #: :data:`commands.FUNCTION` until the server shows it has no Functions.
+        self.mode = commands.FUNCTION
+        self._held = threading.local()
+
+    def call(self, call: DecideCall) -> Any:
+        """The reply to ``call``; redis-py's errors are raised."""
+        connection: AbstractConnection | None = getattr(self._held, "connection", None)
+        if connection is None:
+            connection = self._held.connection = self._connect()
+            return self._exchange(connection, call)
+        try:
+            return self._exchange(connection, call)
+        except redis.ConnectionError:
+            pass  # closed while idle, most likely: once more, on a new socket
+        return self._exchange(connection, call)
+
+    def _exchange(self, connection: AbstractConnection, call: DecideCall) -> Any:
+        """Send ``call`` and read its reply, recovering a missing code. Any failure but
+        an error reply closes the connection: a reply left unread must never answer the
+        next call."""
+        try:
+            if not connection.is_connected:
+                connection.connect()  # through Sentinel, when the pool uses it
+            connection.send_packed_command((commands.packed(self.mode, call),), check_health=False)
+            try:
+                return connection.read_response()
+            except redis.ResponseError as error:
+                reply, self.mode = _drive(connection, commands.recover(call, self.mode, error))
+                return reply
+        except redis.ResponseError:
+            raise  # read whole: the connection is clean
+        except BaseException:
+            connection.disconnect()
+            raise
+
+    def close(self) -> None:
+        """Drop this thread's connection (the others go with their threads)."""
+        connection = getattr(self._held, "connection", None)
+        if connection is not None:
+            del self._held.connection
+            connection.disconnect()
+
+    def _connect(self) -> AbstractConnection:
+        pool = self.pool
+        return pool.connection_class(**pool.connection_kwargs)  # type: ignore[no-any-return]
+
+    def forget_connections(self) -> None:
+        """Drop every thread's connection without closing it (after ``fork``: the
+        parent still uses the sockets)."""
+        self._held = threading.local()
+
+
+def _drive(connection: AbstractConnection, plan: Recovery) -> tuple[Any, str]:
+    """Send what ``plan`` asks on ``connection`` and feed it each reply or error."""
+    try:
+        command = next(plan)
+        while True:
+            connection.send_packed_command((command,), check_health=False)
+            try:
+                reply = connection.read_response()
+            except redis.ResponseError as error:
+                reply = error
+            command = plan.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+_by_pool: dict[int, Caller] = {}
+
+
+def for_pool(pool: redis.ConnectionPool) -> Caller:
+    """The caller for ``pool``'s server (made on first use)."""
+    found = _by_pool.get(id(pool))
+    if found is None or found.pool is not pool:
+        found = _by_pool[id(pool)] = Caller(pool)
+    return found
+
+
+def reset() -> None:
+    """Forget every caller (the clients were replaced); connections close as they go."""
+    _by_pool.clear()
+
+
+def _after_fork_in_child() -> None:
+    # The parent's sockets are not ours: leave them to the parent, open new ones.
+    for found in list(_by_pool.values()):
+        found.forget_connections()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

