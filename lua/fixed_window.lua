@@ -39,10 +39,11 @@ ALGORITHMS.fixed_window = {
 
   record = function(key, limit, window_us, now_us, state)
     if state.stored_index == state.index then
+      -- The key already expires when this window ends: set with the window's first count.
       redis.call('HINCRBY', key, 'c', 1)
     else
-      redis.call('HSET', key, 'w', int(state.index), 'c', 1)
+      redis.call('HSET', key, 'w', state.index, 'c', 1)
+      redis.call('PEXPIRE', key, ceil_div(state.reset_us, 1000))
     end
-    redis.call('PEXPIRE', key, ceil_div(state.reset_us, 1000))
   end,
 }

@@ -68,10 +68,11 @@ ALGORITHMS.sliding_counter = {
 
   record = function(key, limit, window_us, now_us, state)
     if state.stored_index == state.index then
+      -- The key's expiry depends only on the window index: it was set with its first count.
       redis.call('HINCRBY', key, 'c', 1)
     else
-      redis.call('HSET', key, 'w', int(state.index), 'c', 1, 'p', state.previous)
+      redis.call('HSET', key, 'w', state.index, 'c', 1, 'p', state.previous)
+      redis.call('PEXPIRE', key, ceil_div((state.index + 2) * window_us - now_us, 1000))
     end
-    redis.call('PEXPIRE', key, ceil_div((state.index + 2) * window_us - now_us, 1000))
   end,
 }

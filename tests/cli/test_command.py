@@ -130,17 +130,16 @@ def counter_traffic(
     client: redis.Redis, policy: CompiledPolicy, who: str, previous: int, current: int
 ) -> tuple[int, float]:
     """``previous`` requests in the previous window and ``current`` in this one, at exact
-    times before now; returns (the current window's start, the last request's time)."""
+    times before now; returns (the current window's start, its first request's time)."""
     now = redis_now_us(client) / 1_000_000
     start = int(now // policy.window) * policy.window
     for i in range(previous):
         hit(policy, who, now=start - policy.window + 100 + i)
     elapsed = now - start
-    last = start
-    for k in range(1, current + 1):
-        last = start + elapsed * k / (current + 1)
-        hit(policy, who, now=last)
-    return start, last
+    times = [start + elapsed * k / (current + 1) for k in range(1, current + 1)]
+    for at in times:
+        hit(policy, who, now=at)
+    return start, times[0]
 
 
 def estimate(client: redis.Redis, window: int, start: int, previous: int, current: int) -> float:
@@ -258,7 +257,7 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
         "items", "api:items", algorithm="fixed_window", limit=10, window=window, key="user_or_ip"
     )
     hit(login, V4, times=2)
-    start, last = counter_traffic(redis_client, search, V4, previous=8, current=3)
+    start, first = counter_traffic(redis_client, search, V4, previous=8, current=3)
     hit(items, V4, times=4)
     expected = estimate(redis_client, window, start, previous=8, current=3)
     redis_client.set("rl:policies:version", 4)
@@ -315,8 +314,9 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
     assert not math.isclose(counter["count"], 3, abs_tol=0.5)  # the previous window weighs
     assert not math.isclose(counter["count"], 11, abs_tol=0.5)  # but not fully
     assert counter["remaining"] == math.floor(100 - expected)
-    # The key lives until the end of the window after the one of its last request.
-    assert counter["ttl"] == pytest.approx(start + 2 * window - last, abs=5)
+    # The key lives until the end of the window after its current one, an expiry set with
+    # the window's first request (replayed at its time here, so counted from then).
+    assert counter["ttl"] == pytest.approx(start + 2 * window - first, abs=5)
 
     fixed = found[items.key_for(V4)]
     assert (fixed["count"], fixed["limit"], fixed["remaining"]) == (4, 10, 6)

@@ -109,6 +109,26 @@ def test_every_key_has_a_ttl(algorithm, max_ttl_ms, redis_client):
     assert 0 < ttl <= max_ttl_ms
 
 
+@pytest.mark.parametrize(
+    ("algorithm", "windows_kept"), [("sliding_counter", 2), ("fixed_window", 1)]
+)
+def test_a_counters_expiry_is_set_once_per_window(algorithm, windows_kept, redis_client):
+    """A counter's expiry depends only on its window: set with the window's first count,
+    it is not written again for the others, and a new window sets it again."""
+    p = policy(algorithm, limit=10, window=60)
+    key = p.key_for(IDENTITY)
+    start = 1_000_000_020  # a window boundary
+    hit(p, start + 1)
+    assert redis_client.pttl(key) > 0
+    redis_client.persist(key)  # were the expiry written again, the key would get one back
+    for i in range(4):
+        assert hit(p, start + 2 + i).allowed
+    assert redis_client.pttl(key) == -1
+    assert hit(p, start + 60 + 1).allowed  # the next window
+    # Expiry now - start of the next window + windows_kept windows, on the real clock.
+    assert 0 < redis_client.pttl(key) <= windows_kept * 60_000
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_a_lowered_limit_applies_to_the_counts_already_made(algorithm):
     """The limit is not in the key: editing it keeps the counters."""
