@@ -20,4 +20,4 @@ class RateLimitsConfig(AppConfig):
 
         table.set_source(policy_source.load)
         receivers.connect()
-        reporting.add_observer(prometheus.record)
+        reporting.add_observer(prometheus.observe)

@@ -10,8 +10,9 @@
     ``redis`` (a round trip happened), ``local`` (a remembered denial, no round trip) or
     ``fallback`` (Redis failed or its breaker was open: the fail mode answered).
 
-The engine calls :func:`record` once per decided request (``AppConfig.ready()`` adds it
-as an observer, :mod:`ratelimits.engine.reporting`); read-only peeks are not counted.
+The engine calls :func:`observe` once per decided request, with each decision's outcome
+worked out once for it and the dashboard's counts (``AppConfig.ready()`` adds it as an
+observer, :mod:`ratelimits.engine.reporting`); read-only peeks are not counted.
 :func:`metrics_view` serves the text exposition (``ratelimits.urls`` mounts it). A
 project that already serves ``/metrics`` gets these metrics there too.
 """
@@ -34,7 +35,7 @@ from prometheus_client import (
     multiprocess,
 )
 
-from ratelimits.engine.decision import Verdict, outcome
+from ratelimits.engine.decision import Outcomes, Verdict, outcomes
 from ratelimits.engine.reporting import SOURCES
 
 #: Histogram buckets (seconds): a remembered denial takes tens of µs, a round trip to a
@@ -90,12 +91,14 @@ _seconds: dict[str, Any] = {source: DECISION_SECONDS.labels(source=source) for s
 def record(verdict: Verdict, seconds: float, source: str) -> None:
     """Count one decided request: each decision's outcome, and ``seconds`` the limiter took,
     under ``source`` (one of :data:`SOURCES`)."""
-    decisions = verdict.decisions
-    if not decisions:
+    observe(outcomes(verdict), seconds, source)
+
+
+def observe(counted: Outcomes, seconds: float, source: str) -> None:
+    """:func:`record` for outcomes already worked out (the limiter's observer)."""
+    if not counted:
         return
-    admitted = verdict.allowed
-    for decision in decisions:
-        key = (decision.policy, outcome(decision, admitted))
+    for key in counted:
         child = _counters.get(key)
         if child is None:
             child = _counters[key] = DECISIONS.labels(policy=key[0], outcome=key[1])

@@ -39,7 +39,12 @@ class PolicyThrottle(BaseThrottle):
         policies = self.get_policies(request, view)
         if not policies:
             return True
-        self.verdict = decide(facts.checks_for(request, policies, self.get_identity))
+        identity_of = (
+            facts.policy_identity  # the default: lets checks_for read the address once
+            if type(self).get_identity is PolicyThrottle.get_identity
+            else self.get_identity
+        )
+        self.verdict = decide(facts.checks_for(request, policies, identity_of))
         attach_decisions(request, self.verdict.decisions)
         if not self.verdict.allowed:
             send_request_throttled(PolicyThrottle, request, self.verdict)

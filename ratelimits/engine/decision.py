@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: What a decision counts as in a request (the dashboard and Prometheus count these; see
 #: :func:`outcome`).
@@ -57,16 +57,27 @@ class Verdict:
     """All the decisions for one request."""
 
     decisions: tuple[Decision, ...] = ()
+    #: True unless an enforcing policy denied the request.
+    allowed: bool = field(init=False, compare=False)
 
-    @property
-    def allowed(self) -> bool:
-        return not any(decision.blocks for decision in self.decisions)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allowed", not any(d.blocks for d in self.decisions))
 
     @property
     def retry_after(self) -> float | None:
         """Seconds until every denying policy would allow the request; ``None`` if allowed."""
         waits = [decision.retry_after for decision in self.decisions if decision.blocks]
         return max(waits) if waits else None
+
+
+#: ``(policy, outcome)`` for each decision of a request: what the counts count.
+Outcomes = tuple[tuple[str, str], ...]
+
+
+def outcomes(verdict: Verdict) -> Outcomes:
+    """What each decision of ``verdict`` counts as (see :func:`outcome`)."""
+    admitted = verdict.allowed
+    return tuple((decision.policy, outcome(decision, admitted)) for decision in verdict.decisions)
 
 
 def outcome(decision: Decision, admitted: bool) -> str:

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ratelimits.engine.decision import Verdict
-from ratelimits.engine.stats import record as record_stats
+from ratelimits.engine.decision import Outcomes, Verdict, outcomes
+from ratelimits.engine.stats import count as count_stats
 
 #: Where an answer came from: ``redis`` (a round trip happened), ``local`` (a remembered
 #: denial, no round trip) or ``fallback`` (Redis failed or its breaker was open: the fail
 #: mode answered).
 SOURCES = ("redis", "local", "fallback")
 
-#: ``observer(verdict, seconds, source)``.
-Observer = Callable[[Verdict, float, str], None]
+#: ``observer(outcomes, seconds, source)``: each decision's ``(policy, outcome)``.
+Observer = Callable[[Outcomes, float, str], None]
 
 _observers: list[Observer] = []
 
@@ -32,7 +32,11 @@ def add_observer(observer: Observer) -> None:
 
 
 def report(verdict: Verdict, seconds: float, source: str) -> None:
-    """Count a recorded request that took ``seconds``, answered from ``source``."""
-    record_stats(verdict)
+    """Count a recorded request that took ``seconds``, answered from ``source``. Each
+    decision's outcome is worked out once, for the dashboard's counts and every observer."""
+    counted = outcomes(verdict)
+    if not counted:
+        return
+    count_stats(counted)
     for observer in _observers:
-        observer(verdict, seconds, source)
+        observer(counted, seconds, source)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import redis
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.decision import ALL_OUTCOMES, Verdict, outcome
+from ratelimits.engine.decision import ALL_OUTCOMES, Outcomes, Verdict, outcomes
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
@@ -85,15 +85,19 @@ def stats_key(minute: int, prefix: str | None = None) -> str:
 def record(verdict: Verdict, *, now: float | None = None) -> None:
     """Count one request's decisions in this process's buffer. No I/O: cheap enough for
     every request. ``now`` (seconds since the epoch) is for tests."""
-    if not verdict.decisions:
+    count(outcomes(verdict), now=now)
+
+
+def count(counted: Outcomes, *, now: float | None = None) -> None:
+    """Count one request's ``(policy, outcome)`` pairs, as :func:`record` does."""
+    if not counted:
         return
-    if _pid != os.getpid():
+    if _pid is None:  # first use in this process (the fork hook clears it in a child)
         _adopt()
     minute = int((time.time() if now is None else now) // 60)
-    admitted = verdict.allowed
     with _lock:
-        for decision in verdict.decisions:
-            _buffer[(minute, decision.policy, outcome(decision, admitted))] += 1
+        for policy, what in counted:
+            _buffer[(minute, policy, what)] += 1
 
 
 def pending() -> dict[_Entry, int]:

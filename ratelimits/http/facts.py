@@ -43,11 +43,14 @@ def client_ip(meta: dict[str, Any]) -> str:
     return candidate
 
 
-def request_identity(kind: str, request: Any, header_meta_key: str | None = None) -> str | None:
+def request_identity(
+    kind: str, request: Any, header_meta_key: str | None = None, address: str | None = None
+) -> str | None:
     """The identity of ``request`` for a policy key kind, or ``None`` when it does not apply.
 
     ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``header``, ``global``. A ``user``
-    policy does not count anonymous requests (use ``user_or_ip`` for those).
+    policy does not count anonymous requests (use ``user_or_ip`` for those). ``address``
+    is the request's :func:`client_ip`, when the caller has it already.
     """
     if kind == GLOBAL:
         return GLOBAL
@@ -62,7 +65,7 @@ def request_identity(kind: str, request: Any, header_meta_key: str | None = None
         value = meta.get(header_meta_key)
         if value:
             return header_identity(header_meta_key, value)
-    return ip_identity(client_ip(meta))
+    return ip_identity(client_ip(meta) if address is None else address)
 
 
 def user_key(request: Any) -> str | None:
@@ -99,13 +102,20 @@ def checks_for(
     client's override applied and its shard picked. Empty for an exempt network; a policy
     an override exempts the client from, or whose identity is ``None``, is left out."""
     policies = list(policies)
-    if not policies or is_exempt(request):
+    if not policies:
+        return []
+    address = client_ip(request.META)  # read once: for the exemption and each ip identity
+    if is_exempt_address(address):
         return []
     overridden = any(policy.overrides is not None for policy in policies)
     user = user_key(request) if overridden else None
+    default_identity = identity_of is policy_identity
     checks = []
     for policy in policies:
-        who = identity_of(request, policy)
+        if default_identity:
+            who = request_identity(policy.key_kind, request, policy.header_meta_key, address)
+        else:
+            who = identity_of(request, policy)
         if who is None:
             continue
         applied = policy.for_client(user, who) if overridden else policy
