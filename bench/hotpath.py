@@ -1,0 +1,249 @@
+"""The hot path against its floor: Python beyond the round trip, Redis CPU per decision.
+
+- **Python beyond the round trip**: ``PolicyThrottle.allow_request`` on a warm worker
+  (1 and 3 ``sliding_counter`` policies, every request admitted, rotating client
+  addresses), minus a bare call of the same Redis command with the same arguments and
+  keys, sent as bytes on a held connection and its reply read. What is left is
+  everything the throttle does around the round trip: matching, identities, keys,
+  building the call, reading the verdict, the counts and the headers' data.
+- **Redis CPU per decision**: the server's own microseconds per decide call (``INFO
+  commandstats``, the outer call, which includes the commands the code runs), for each
+  algorithm, against the ``limits`` library's moving-window ``hit()`` on the same server
+  in the same run, both at 1,000 clients under their limit. And the fixed cost of a call
+  with no keys (the call itself, reading the Redis clock and the reply).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import Context, Section, Target, markdown_table, median
+from ratelimits.engine import limiter
+from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.store import caller, commands, connection
+
+SCOPE = "hotpath"
+ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window")
+#: Redis CPU per decision, at most this times the ``limits`` moving window's.
+CPU_BOUNDS = {"sliding_log": 1.0, "compact_log": 0.9, "sliding_counter": 0.6, "fixed_window": 0.6}
+BEYOND_BOUND_US = 25.0
+FIXED_COST_BOUND_US = 2.0
+CLIENTS = 1000
+LIMIT = 1_000_000
+
+
+class _View:
+    throttle_scope = SCOPE
+
+
+def _address(n: int) -> str:
+    return f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}"
+
+
+def _requests(count: int) -> list[Any]:
+    from django.test import RequestFactory
+    from rest_framework.request import Request
+
+    factory = RequestFactory()
+    found = []
+    for n in range(count):
+        raw = factory.get(f"/{SCOPE}/", REMOTE_ADDR=_address(n % CLIENTS))
+        raw.resolver_match = None
+        found.append(Request(raw))
+    return found
+
+
+def _timed(function: Callable[[int], object], calls: int) -> float:
+    """Microseconds per call of ``function(i)`` for i in range(calls)."""
+    started = time.perf_counter()
+    for i in range(calls):
+        function(i)
+    return (time.perf_counter() - started) / calls * 1e6
+
+
+def beyond_round_trip(ctx: Context, policies: int) -> tuple[float, float]:
+    """``(allow_request µs, bare call µs)``, medians over interleaved runs."""
+    from ratelimits.models import Policy
+    from ratelimits.throttling import PolicyThrottle
+
+    Policy.objects.all().delete()
+    for i in range(policies):
+        Policy.objects.create(
+            name=f"{SCOPE}{i}",
+            endpoint=SCOPE,
+            algorithm="sliding_counter",
+            limit=LIMIT,
+            window=3600,
+            key="ip",
+        )
+    calls = ctx.scaled(4000, 200)
+    requests = _requests(calls)
+    view, throttle = _View(), PolicyThrottle()
+    for request in requests[:200]:
+        assert throttle.allow_request(request, view)  # warm: table, code, denial memory
+
+    matched = throttle.get_policies(requests[0], view)
+    client = connection.get_client()
+    pool = client.connection_pool  # type: ignore[union-attr]
+    mode = caller.for_pool(pool).mode
+    head = commands.bulk_strings(["", "1"])
+    bare_calls = []
+    for n in range(calls):
+        checks = [Check(p, f"ip:{_address(n % CLIENTS)}") for p in matched]
+        arguments = head + b"".join(p.wire_args[0] for p in matched)
+        call = commands.decide_call([c.key for c in checks], arguments, 2 + 4 * len(checks))
+        bare_calls.append((commands.packed(mode, call),))
+    held = pool.connection_class(**pool.connection_kwargs)
+    held.connect()
+
+    def bare(i: int) -> object:
+        held.send_packed_command(bare_calls[i], check_health=False)
+        return held.read_response()
+
+    def throttled(i: int) -> object:
+        return throttle.allow_request(requests[i], view)
+
+    ours, floor = [], []
+    for _ in range(ctx.runs):
+        ours.append(_timed(throttled, calls))
+        floor.append(_timed(bare, calls))
+    held.disconnect()
+    Policy.objects.all().delete()
+    return median(ours), median(floor)
+
+
+def redis_usec(ctx: Context, names: tuple[str, ...]) -> tuple[int, int]:
+    """``(usec, calls)`` of the commands ``names`` so far, on the benchmark's server."""
+    with ctx.client() as client:
+        stats = client.info("commandstats")
+    rows = [stats.get(f"cmdstat_{name}", {}) for name in names]
+    return sum(int(r.get("usec", 0)) for r in rows), sum(int(r.get("calls", 0)) for r in rows)
+
+
+def cpu_per_call(ctx: Context, names: tuple[str, ...], send: Callable[[int], object]) -> float:
+    """Median over runs of the server's µs per call of ``names`` while ``send`` runs."""
+    calls = ctx.scaled(3000, 100)
+    found = []
+    for run in range(ctx.runs):
+        usec, count = redis_usec(ctx, names)
+        for i in range(calls):
+            send(run * calls + i)
+        usec_after, count_after = redis_usec(ctx, names)
+        found.append((usec_after - usec) / max(1, count_after - count))
+    return median(found)
+
+
+DECIDE = ("fcall", "evalsha", "eval")
+
+
+def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
+    """``({algorithm: µs}, limits moving window µs, fixed cost µs)``."""
+    from limits import RateLimitItemPerHour
+    from limits.storage import RedisStorage
+    from limits.strategies import MovingWindowRateLimiter
+
+    found = {}
+    for algorithm in ALGORITHMS:
+        policy = CompiledPolicy.build(
+            name=f"cpu-{algorithm}", endpoint="x", algorithm=algorithm, limit=1000, window=3600
+        )
+        checks = [[Check(policy, f"ip:{_address(n)}")] for n in range(CLIENTS)]
+        limiter.decide(checks[0])  # the code is loaded
+
+        def decide(i: int, checks: list[list[Check]] = checks) -> object:
+            return limiter.decide(checks[i % CLIENTS])
+
+        found[algorithm] = cpu_per_call(ctx, DECIDE, decide)
+
+    moving = MovingWindowRateLimiter(RedisStorage(ctx.url))
+    item = RateLimitItemPerHour(1000)
+    moving.hit(item, "warm")
+    theirs = cpu_per_call(ctx, ("evalsha",), lambda i: moving.hit(item, f"client{i % CLIENTS}"))
+
+    pool = connection.get_client().connection_pool  # type: ignore[union-attr]
+    mode = caller.for_pool(pool).mode
+    empty = (commands.packed(mode, commands.decide_call([], commands.bulk_strings(["", "1"]), 2)),)
+    held = pool.connection_class(**pool.connection_kwargs)
+    held.connect()
+
+    def no_keys(i: int) -> object:
+        held.send_packed_command(empty, check_health=False)
+        return held.read_response()
+
+    fixed = cpu_per_call(ctx, DECIDE, no_keys)
+    held.disconnect()
+    return found, theirs, fixed
+
+
+def run(ctx: Context) -> Section:
+    beyond_rows, targets = [], []
+    for policies in (1, 3):
+        ours, floor = beyond_round_trip(ctx, policies)
+        beyond = ours - floor
+        label = f"{policies} sliding_counter {'policy' if policies == 1 else 'policies'}"
+        beyond_rows.append([label, f"{ours:.1f}", f"{floor:.1f}", f"{beyond:.1f}"])
+        targets.append(
+            Target(
+                f"Python beyond the round trip, {policies} "
+                + ("policy" if policies == 1 else "policies"),
+                f"{beyond:.1f} µs (allow_request {ours:.1f} - bare call {floor:.1f})",
+                f"<= {BEYOND_BOUND_US:.0f} µs",
+                beyond <= BEYOND_BOUND_US,
+            )
+        )
+    cpu, theirs, fixed = redis_cpu(ctx)
+    cpu_rows = [
+        [algorithm, f"{us:.2f}", f"{us / theirs:.2f}x", f"<= {CPU_BOUNDS[algorithm]}x"]
+        for algorithm, us in cpu.items()
+    ]
+    cpu_rows.append(["limits moving window", f"{theirs:.2f}", "1.00x", ""])
+    cpu_rows.append(
+        ["decide call with no keys", f"{fixed:.2f}", "", f"<= {FIXED_COST_BOUND_US} µs"]
+    )
+    for algorithm, us in cpu.items():
+        bound = CPU_BOUNDS[algorithm]
+        targets.append(
+            Target(
+                f"{algorithm}: Redis CPU per decision vs limits moving window",
+                f"{us / theirs:.2f}x ({us:.2f} µs vs {theirs:.2f} µs)",
+                f"<= {bound}x",
+                us / theirs <= bound,
+            )
+        )
+    targets.append(
+        Target(
+            "Redis CPU of a decide call with no keys (the fixed cost)",
+            f"{fixed:.2f} µs",
+            f"<= {FIXED_COST_BOUND_US} µs",
+            fixed <= FIXED_COST_BOUND_US,
+        )
+    )
+    mode = caller.for_pool(connection.get_client().connection_pool).mode  # type: ignore[union-attr]
+    ran_as = "Function (`FCALL`)" if mode == commands.FUNCTION else "script (`EVALSHA`)"
+    body = "\n\n".join(
+        [
+            __doc__.split("\n\n", 1)[1].strip(),
+            markdown_table(
+                ["policies", "allow_request (µs)", "bare call (µs)", "Python beyond it (µs)"],
+                beyond_rows,
+            ),
+            markdown_table(
+                ["decision", "Redis µs per call", "vs limits moving window", "target"], cpu_rows
+            ),
+            "\n".join(
+                [
+                    f"- The decide code ran as a Redis {ran_as} in this run.",
+                    f"- Python beyond: median of {ctx.runs} interleaved runs of "
+                    f"{ctx.scaled(4000, 200)} requests each; the bare call sends the very bytes "
+                    "of each request's call on a connection held outside any pool "
+                    "(`send_packed_command`, `read_response`).",
+                    f"- Redis CPU: {CLIENTS} clients at 1,000 per hour, each under its limit; "
+                    f"median of {ctx.runs} runs of {ctx.scaled(3000, 100)} calls, `usec` over "
+                    "`calls` of the outer command.",
+                ]
+            ),
+        ]
+    )
+    return Section("The hot path against its floor", body, targets)
