@@ -50,12 +50,17 @@ DEFAULTS: dict[str, Any] = {
 
 
 class AppSettings:
-    """Attribute access to ``settings.RATELIMITS`` merged over :data:`DEFAULTS`."""
+    """Attribute access to ``settings.RATELIMITS`` merged over :data:`DEFAULTS`.
+
+    A value read once is kept as an instance attribute, so the request path reads
+    settings as plain attributes; a change of ``RATELIMITS`` forgets them all."""
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
             raise AttributeError(f"Unknown ratelimits setting: {name!r}")
-        return _merged()[name]
+        value = _merged()[name]
+        self.__dict__[name] = value
+        return value
 
     def as_dict(self) -> dict[str, Any]:
         """Every setting with its effective value."""
@@ -81,3 +86,4 @@ app_settings = AppSettings()
 def _clear_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "RATELIMITS":
         _merged.cache_clear()
+        app_settings.__dict__.clear()

@@ -158,6 +158,8 @@ def _run_all(
     after it was recorded in another slot: it then counts there. That errs towards
     denying, never towards admitting more than a limit.
     """
+    if len(checks) == 1 or not connection.is_cluster(client):
+        return _call(checks, client, record=record, now=now, guarded=guarded)
     groups = _slot_groups(client, checks)
     if len(groups) == 1:
         return _call(checks, client, record=record, now=now, guarded=guarded)
@@ -253,7 +255,7 @@ def _arguments(checks: Sequence[Check], record: bool, now: float | None) -> list
 
 def verdict_from(checks: Sequence[Check], reply: list[int]) -> tuple[int, Verdict]:
     """``(now_us, verdict)`` from the decide script's reply for ``checks``."""
-    return int(reply[1]), Verdict(tuple(_decision(c, reply, i) for i, c in enumerate(checks)))
+    return int(reply[1]), Verdict(tuple([_decision(c, reply, i) for i, c in enumerate(checks)]))
 
 
 def _decision(check: Check, reply: list[int], index: int) -> Decision:

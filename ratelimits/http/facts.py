@@ -60,12 +60,11 @@ def request_identity(
             return user_identity(user.pk)
         if kind == "user":
             return None
-    meta = request.META
     if kind == "header" and header_meta_key:
-        value = meta.get(header_meta_key)
+        value = request.META.get(header_meta_key)
         if value:
             return header_identity(header_meta_key, value)
-    return ip_identity(client_ip(meta) if address is None else address)
+    return ip_identity(client_ip(request.META) if address is None else address)
 
 
 def user_key(request: Any) -> str | None:
@@ -104,7 +103,9 @@ def checks_for(
     policies = list(policies)
     if not policies:
         return []
-    address = client_ip(request.META)  # read once: for the exemption and each ip identity
+    # Read once, for the exemption and each ip identity; from the Django request under a
+    # DRF one, without DRF's attribute proxying.
+    address = client_ip(getattr(request, "_request", request).META)
     if is_exempt_address(address):
         return []
     overridden = any(policy.overrides is not None for policy in policies)
