@@ -34,7 +34,17 @@ from bench.common import BENCH_DIR, Context, Section, pin_process
 from ratelimits.testutils import RedisServer
 
 #: The benchmark modules, in the order they run.
-MODULES = ("overhead", "roundtrips", "matching", "memory", "e2e", "accuracy", "floods", "profile")
+MODULES = (
+    "overhead",
+    "roundtrips",
+    "matching",
+    "memory",
+    "e2e",
+    "wrk",
+    "accuracy",
+    "floods",
+    "profile",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
