@@ -41,6 +41,7 @@ MODULES = (
     "matching",
     "memory",
     "e2e",
+    "wrk",
     "accuracy",
     "floods",
     "profile",

@@ -90,6 +90,18 @@ def combined(parts: Sequence[Load]) -> Load:
     )
 
 
+def client_address(n: int) -> str:
+    """The ``n``-th client's address (``n`` taken modulo :data:`CLIENTS`), dotted."""
+    address = FIRST_CLIENT + n % CLIENTS
+    return f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}.{address & 255}"
+
+
+def pinned(cpu: int | None) -> list[str]:
+    """The command prefix that runs a program on ``cpu`` only (none when ``cpu`` is
+    ``None`` or there is no ``taskset``)."""
+    return ["taskset", "-c", str(cpu)] if cpu is not None and shutil.which("taskset") else []
+
+
 def fire(
     port: int, path: str, seconds: float, max_requests: int, connections: int, start: int
 ) -> Load:
@@ -111,11 +123,8 @@ def fire(
             for n in range(quota):
                 if time.perf_counter() >= stop_at[0]:
                     break
-                address = FIRST_CLIENT + (start + index + n * connections) % CLIENTS
-                forwarded = f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}"
-                conn.request(
-                    "GET", path, headers={"X-Forwarded-For": f"{forwarded}.{address & 255}"}
-                )
+                forwarded = client_address(start + index + n * connections)
+                conn.request("GET", path, headers={"X-Forwarded-For": forwarded})
                 response = conn.getresponse()
                 response.read()
                 mine[response.status] += 1
@@ -184,9 +193,8 @@ class Gunicorn:
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="ratelimits-bench-gunicorn-"))
         self.log = self.dir / "gunicorn.log"
-        pinned = ["taskset", "-c", str(cpu)] if cpu is not None and shutil.which("taskset") else []
         command = [
-            *pinned,
+            *pinned(cpu),
             sys.executable,
             "-m",
             "gunicorn",
