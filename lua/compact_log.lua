@@ -13,17 +13,16 @@
 -- admissions lie in (now - window, now], and the ring always holds every admission in
 -- that interval. Entries are in time order (a clock that steps back is stored as the
 -- newest time seen), so the first entry inside the window is found by binary search.
--- record() overwrites the oldest slot in place when the ring is full (it has left the
--- window, since the request was admitted), and otherwise rewrites the string with the
--- entries still in the window plus the new one: the ring grows with use up to the
--- limit, and a changed limit resizes it on the next admission. Only admitted requests
--- are stored, and the key expires a window after the newest admission.
--- Lengthening the window is the one edit after which the two logs may differ for up to
--- one new window: sliding_log has dropped admissions older than the old window at each
--- write, while the ring keeps them until they are overwritten, so it may count more.
+-- record() rewrites the string, in one SET with the key's expiry, with the entries still
+-- in the window plus the new one, from slot 0: the ring grows with use up to the limit,
+-- and a changed limit resizes it on the next admission. (A ring with another head, as
+-- earlier releases wrote, reads the same.) Only admitted requests are stored, and the key
+-- expires a window after the newest admission.
 
 local RING_HEADER = 4
 local RING_SLOT = 8
+-- The header of a ring written from slot 0.
+local RING_START = '\0\0\0\0'
 
 local function ring_read(key)
   local blob = redis.call('GET', key)
@@ -80,26 +79,25 @@ ALGORITHMS.compact_log = {
       first = ring_first_after(blob, size, head, now_us - window_us)
     end
     local count = size - first
-    local result = {count = count, blob = blob, size = size, head = head, first = first}
     if count < limit then
-      result.allowed = true
-      result.remaining = limit - count - 1
-      result.retry_us = 0
+      local reset_us = window_us
       if count > 0 then
-        result.reset_us = ring_entry(blob, size, head, first) + window_us - now_us
-      else
-        result.reset_us = window_us
+        reset_us = ring_entry(blob, size, head, first) + window_us - now_us
       end
-      -- With this request the log is full until its oldest entry leaves.
-      result.full_us = result.remaining == 0 and result.reset_us or 0
-    else
-      -- The request fits once the (count - limit + 1)th oldest entry has left.
-      result.allowed = false
-      result.remaining = 0
-      result.retry_us = ring_entry(blob, size, head, first + count - limit) + window_us - now_us
-      result.reset_us = result.retry_us
+      local remaining = limit - count - 1
+      return {
+        allowed = true, count = count, remaining = remaining, retry_us = 0,
+        reset_us = reset_us,
+        -- With this request the log is full until its oldest entry leaves.
+        full_us = remaining == 0 and reset_us or 0,
+        blob = blob, size = size, head = head, first = first,
+      }
     end
-    return result
+    -- The request fits once the (count - limit + 1)th oldest entry has left.
+    local retry_us = ring_entry(blob, size, head, first + count - limit) + window_us - now_us
+    return {
+      allowed = false, count = count, remaining = 0, retry_us = retry_us, reset_us = retry_us,
+    }
   end,
 
   record = function(key, limit, window_us, now_us, state)
@@ -108,17 +106,13 @@ ALGORITHMS.compact_log = {
     if size > 0 then
       at = math.max(now_us, ring_entry(blob, size, head, size - 1))
     end
-    if size == limit then
-      -- Full: the oldest entry is outside the window (the request was admitted).
-      redis.call('SETRANGE', key, RING_HEADER + RING_SLOT * head, struct.pack('>d', at))
-      redis.call('SETRANGE', key, 0, struct.pack('>I4', (head + 1) % size))
-    else
-      local kept = ''
-      if blob then
-        kept = ring_slice(blob, size, head, state.first)
-      end
-      redis.call('SET', key, struct.pack('>I4', 0) .. kept .. struct.pack('>d', at))
+    local kept = ''
+    if blob then
+      kept = ring_slice(blob, size, head, state.first)
     end
-    redis.call('PEXPIRE', key, ceil_div(window_us, 1000))
+    -- The entries still in the window, oldest first from slot 0, then this one; the key
+    -- expires a window after it (one SET: the string and its expiry).
+    redis.call('SET', key, RING_START .. kept .. struct.pack('>d', at), 'PX',
+      ceil_div(window_us, 1000))
   end,
 }

@@ -29,44 +29,46 @@ local function decide(KEYS, ARGV)
     local time = redis.call('TIME')
     now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
   end
-  local record = ARGV[2] == '1'
 
-  local checks = {}
+  local count = #KEYS
+  local algorithms, results = {}, {}
   local admitted = true
-  for i = 1, #KEYS do
-    local base = 3 + 4 * (i - 1)
+  for i = 1, count do
+    local base = 4 * i - 1
     local algorithm = ALGORITHMS[ARGV[base]]
     if not algorithm then
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[base]))
     end
-    local limit = tonumber(ARGV[base + 1])
-    local window_us = tonumber(ARGV[base + 2]) * 1000
-    local result = algorithm.check(KEYS[i], limit, window_us, now_us)
-    checks[i] = {algorithm = algorithm, limit = limit, window_us = window_us, result = result}
+    local result = algorithm.check(
+      KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]) * 1000, now_us)
+    algorithms[i], results[i] = algorithm, result
     if not result.allowed and ARGV[base + 3] == '1' then
       admitted = false
     end
   end
 
+  local recorded = admitted and ARGV[2] == '1'
   local reply = {admitted and 1 or 0, now_us}
-  for i = 1, #KEYS do
-    local c = checks[i]
-    local r = c.result
-    if admitted and record and r.allowed then
-      c.algorithm.record(KEYS[i], c.limit, c.window_us, now_us, r)
+  local n = 2
+  for i = 1, count do
+    local r = results[i]
+    local allowed = r.allowed
+    local blocked_us = 0
+    if not allowed then
+      blocked_us = math.floor(r.retry_us)
+    elseif recorded then
+      local base = 4 * i - 1
+      algorithms[i].record(
+        KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]) * 1000, now_us, r)
+      blocked_us = math.floor(r.full_us)
     end
-    reply[#reply + 1] = r.allowed and 1 or 0
-    reply[#reply + 1] = math.floor(r.count * 1000 + 0.5)
-    reply[#reply + 1] = r.remaining
-    reply[#reply + 1] = ceil_div(r.retry_us, 1000)
-    reply[#reply + 1] = ceil_div(r.reset_us, 1000)
-    if not r.allowed then
-      reply[#reply + 1] = math.floor(r.retry_us)
-    elseif admitted and record then
-      reply[#reply + 1] = math.floor(r.full_us)
-    else
-      reply[#reply + 1] = 0
-    end
+    reply[n + 1] = allowed and 1 or 0
+    reply[n + 2] = math.floor(r.count * 1000 + 0.5)
+    reply[n + 3] = r.remaining
+    reply[n + 4] = math.ceil(r.retry_us / 1000)
+    reply[n + 5] = math.ceil(r.reset_us / 1000)
+    reply[n + 6] = blocked_us
+    n = n + 6
   end
   return reply
 end

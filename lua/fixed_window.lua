@@ -20,21 +20,20 @@ ALGORITHMS.fixed_window = {
       count = tonumber(stored[2]) or 0
     end
     local reset_us = (index + 1) * window_us - now_us
-    local result = {
-      count = count, index = index, stored_index = stored_index, reset_us = reset_us,
-    }
     if count + 1 <= limit then
-      result.allowed = true
-      result.remaining = limit - count - 1
-      result.retry_us = 0
-      -- With this request the window is full until it ends.
-      result.full_us = result.remaining == 0 and reset_us or 0
-    else
-      result.allowed = false
-      result.remaining = 0
-      result.retry_us = reset_us
+      local remaining = limit - count - 1
+      return {
+        allowed = true, count = count, remaining = remaining, retry_us = 0,
+        reset_us = reset_us,
+        -- With this request the window is full until it ends.
+        full_us = remaining == 0 and reset_us or 0,
+        index = index, stored_index = stored_index,
+      }
     end
-    return result
+    return {
+      allowed = false, count = count, remaining = 0, retry_us = reset_us, reset_us = reset_us,
+      index = index, stored_index = stored_index,
+    }
   end,
 
   record = function(key, limit, window_us, now_us, state)

@@ -1,9 +1,10 @@
 -- prelude: shared helpers for the decide script.
 --
--- The script that Redis runs is assembled at load time (ratelimits/scripts.py) as
+-- The code Redis runs is assembled at load time (ratelimits/engine/store/scripts.py) as
 --   prelude.lua + sliding_log.lua + compact_log.lua + sliding_counter.lua
 --   + fixed_window.lua + decide.lua
--- and registered once; every request calls it by SHA (EVALSHA).
+-- which define decide(KEYS, ARGV): loaded once as a function library (FUNCTION LOAD,
+-- then FCALL per request) on Redis 7+, or called from a script by SHA (EVALSHA).
 --
 -- Each algorithm file adds an entry to ALGORITHMS with two functions:
 --   check(key, limit, window_us, now_us)
@@ -15,7 +16,8 @@
 --         reset_us   microseconds until one more unit of quota frees up
 --         full_us    when allowed: microseconds until a request after this one would be
 --                    allowed, if this one is recorded (0 while quota remains)
---       plus any state that record needs.
+--       plus any state that record needs, built in one table constructor (a table that
+--       grows after its constructor is rehashed, which costs on every call).
 --   record(key, limit, window_us, now_us, state)
 --       stores one admitted request; called only when no enforcing policy denied.
 -- KEYS and ARGV are read only by decide.lua.

@@ -13,19 +13,6 @@
 -- the moment the estimate has fallen far enough. The key lives until the end of the
 -- window after the current one, when its counts stop mattering.
 
-local function counter_state(key, window_us, now_us)
-  local index = math.floor(now_us / window_us)
-  local stored = redis.call('HMGET', key, 'w', 'c', 'p')
-  local stored_index = tonumber(stored[1])
-  local current, previous = 0, 0
-  if stored_index == index then
-    current, previous = tonumber(stored[2]) or 0, tonumber(stored[3]) or 0
-  elseif stored_index == index - 1 then
-    previous = tonumber(stored[2]) or 0
-  end
-  return index, now_us - index * window_us, current, previous, stored_index
-end
-
 -- Microseconds until previous * (window - elapsed) / window + current <= target.
 local function counter_wait(previous, current, elapsed, window_us, target)
   if previous * (window_us - elapsed) / window_us + current <= target + 1e-9 then
@@ -41,29 +28,34 @@ end
 
 ALGORITHMS.sliding_counter = {
   check = function(key, limit, window_us, now_us)
-    local index, elapsed, current, previous, stored_index = counter_state(key, window_us, now_us)
-    local estimate = previous * (window_us - elapsed) / window_us + current
-    local result = {
-      count = estimate, index = index, current = current, previous = previous,
-      stored_index = stored_index,
-    }
-    if estimate + 1 <= limit + 1e-9 then
-      result.allowed = true
-      result.remaining = math.max(0, math.floor(limit - estimate - 1 + 1e-9))
-      result.retry_us = 0
-      result.reset_us = counter_wait(previous, current + 1, elapsed, window_us, estimate)
-      -- With this request counted, the next one waits for the estimate to fall to limit - 1.
-      result.full_us = 0
-      if result.remaining == 0 then
-        result.full_us = counter_wait(previous, current + 1, elapsed, window_us, limit - 1)
-      end
-    else
-      result.allowed = false
-      result.remaining = 0
-      result.retry_us = counter_wait(previous, current, elapsed, window_us, limit - 1)
-      result.reset_us = result.retry_us
+    local index = math.floor(now_us / window_us)
+    local stored = redis.call('HMGET', key, 'w', 'c', 'p')
+    local stored_index = tonumber(stored[1])
+    local current, previous = 0, 0
+    if stored_index == index then
+      current, previous = tonumber(stored[2]) or 0, tonumber(stored[3]) or 0
+    elseif stored_index == index - 1 then
+      previous = tonumber(stored[2]) or 0
     end
-    return result
+    local elapsed = now_us - index * window_us
+    local estimate = previous * (window_us - elapsed) / window_us + current
+    if estimate + 1 <= limit + 1e-9 then
+      local remaining = math.max(0, math.floor(limit - estimate - 1 + 1e-9))
+      return {
+        allowed = true, count = estimate, remaining = remaining, retry_us = 0,
+        reset_us = counter_wait(previous, current + 1, elapsed, window_us, estimate),
+        -- With this request counted, the next one waits for the estimate to fall to
+        -- limit - 1.
+        full_us = remaining == 0
+          and counter_wait(previous, current + 1, elapsed, window_us, limit - 1) or 0,
+        index = index, stored_index = stored_index, previous = previous,
+      }
+    end
+    local retry_us = counter_wait(previous, current, elapsed, window_us, limit - 1)
+    return {
+      allowed = false, count = estimate, remaining = 0, retry_us = retry_us,
+      reset_us = retry_us, index = index, stored_index = stored_index, previous = previous,
+    }
   end,
 
   record = function(key, limit, window_us, now_us, state)

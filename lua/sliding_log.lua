@@ -14,35 +14,34 @@ ALGORITHMS.sliding_log = {
   check = function(key, limit, window_us, now_us)
     local start = '(' .. int(now_us - window_us)
     local count = redis.call('ZCOUNT', key, start, '+inf')
-    local result = {count = count}
     if count < limit then
       local oldest = redis.call('ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-      result.allowed = true
-      result.remaining = limit - count - 1
-      result.retry_us = 0
+      local reset_us = window_us
       if oldest[2] then
-        result.reset_us = tonumber(oldest[2]) + window_us - now_us
-      else
-        result.reset_us = window_us
+        reset_us = tonumber(oldest[2]) + window_us - now_us
       end
-      -- With this request the log is full until its oldest entry leaves.
-      result.full_us = result.remaining == 0 and result.reset_us or 0
-    else
-      -- The request fits once the (count - limit + 1)th oldest entry has left.
-      local entry = redis.call(
-        'ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT', count - limit, 1)
-      result.allowed = false
-      result.remaining = 0
-      result.retry_us = tonumber(entry[2]) + window_us - now_us
-      result.reset_us = result.retry_us
+      local remaining = limit - count - 1
+      return {
+        allowed = true, count = count, remaining = remaining, retry_us = 0,
+        reset_us = reset_us,
+        -- With this request the log is full until its oldest entry leaves.
+        full_us = remaining == 0 and reset_us or 0,
+      }
     end
-    return result
+    -- The request fits once the (count - limit + 1)th oldest entry has left.
+    local entry = redis.call(
+      'ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT', count - limit, 1)
+    local retry_us = tonumber(entry[2]) + window_us - now_us
+    return {
+      allowed = false, count = count, remaining = 0, retry_us = retry_us, reset_us = retry_us,
+    }
   end,
 
   record = function(key, limit, window_us, now_us, state)
     redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now_us - window_us))
     -- The count before this request makes the member unique at one timestamp.
-    redis.call('ZADD', key, int(now_us), int(now_us) .. '-' .. state.count)
+    local at = int(now_us)
+    redis.call('ZADD', key, at, at .. '-' .. state.count)
     redis.call('PEXPIRE', key, ceil_div(window_us, 1000))
   end,
 }

@@ -95,7 +95,7 @@ def test_the_ring_holds_only_the_window_until_it_is_full(redis_client):
     assert ring_times(redis_client, key) == [102_000_000, 111_500_000]
 
 
-def test_a_full_ring_overwrites_its_oldest_slot_in_place(redis_client):
+def test_a_full_ring_drops_the_entries_that_left_the_window(redis_client):
     p = policy("compact_log", limit=3, window=10)
     key = p.key_for(IDENTITY)
     for t in (100, 101, 102):
