@@ -14,6 +14,7 @@ before the error is raised; a timeout is never repeated.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
@@ -23,6 +24,8 @@ from redis.connection import AbstractConnection
 
 from ratelimits.engine.store import commands
 from ratelimits.engine.store.commands import DecideCall, Recovery
+
+logger = logging.getLogger("ratelimits")
 
 
 class Caller:
@@ -57,20 +60,20 @@ class Caller:
             try:
                 return connection.read_response()
             except redis.ResponseError as error:
-                reply, self.mode = _drive(connection, commands.recover(call, self.mode, error))
+                reply, mode = _drive(connection, commands.recover(call, self.mode, error))
+                if mode != self.mode:
+                    logger.info(
+                        "ratelimits: Redis answered %r to the decide function; running the "
+                        "decide code as a script (EVALSHA) on that server from now on.",
+                        str(error),
+                    )
+                    self.mode = mode
                 return reply
         except redis.ResponseError:
             raise  # read whole: the connection is clean
         except BaseException:
             connection.disconnect()
             raise
-
-    def close(self) -> None:
-        """Drop this thread's connection (the others go with their threads)."""
-        connection = getattr(self._held, "connection", None)
-        if connection is not None:
-            del self._held.connection
-            connection.disconnect()
 
     def _connect(self) -> AbstractConnection:
         pool = self.pool
