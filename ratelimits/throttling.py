@@ -56,11 +56,12 @@ class PolicyThrottle(BaseThrottle):
 
     def get_policies(self, request: Any, view: Any) -> list[CompiledPolicy]:
         """The enabled policies that match this request."""
+        http = getattr(request, "_request", request)  # Django's, without DRF's proxying
         return get_table().match(
-            method=request.method,
-            path=request.path,
+            method=request.method,  # DRF's: a cloned request may carry another method
+            path=http.path,
             scope=getattr(view, "throttle_scope", None),
-            url_name=facts.url_name(request),
+            url_name=facts.url_name(http),
         )
 
     def get_identity(self, request: Any, policy: CompiledPolicy) -> str | None:

@@ -9,9 +9,16 @@ from dataclasses import dataclass, field
 ALL_OUTCOMES = ("allowed", "denied", "shadow_denied", "not_counted", "failed_open", "failed_closed")
 
 
-@dataclass(frozen=True, slots=True)
+# Decision and Verdict are read-only by contract, not frozen: a frozen dataclass pays a
+# call per field to be built (about 4 µs a decision on the benchmark machine, on every
+# request), a plain one assigns. Nothing in the engine changes one after it is made;
+# remembered denials hand out copies (dataclasses.replace).
+
+
+@dataclass(slots=True)
 class Decision:
-    """One policy's answer for one request.
+    """One policy's answer for one request (read-only: build another with
+    ``dataclasses.replace``).
 
     ``count`` is the number of requests counted before this one (for
     ``sliding_counter``, the weighted estimate). ``remaining`` is how many more requests
@@ -52,16 +59,20 @@ class Decision:
         return not self.enforce and not self.allowed
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Verdict:
-    """All the decisions for one request."""
+    """All the decisions for one request (read-only)."""
 
     decisions: tuple[Decision, ...] = ()
     #: True unless an enforcing policy denied the request.
     allowed: bool = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "allowed", not any(d.blocks for d in self.decisions))
+        allowed = True
+        for decision in self.decisions:
+            if decision.enforce and not decision.allowed:
+                allowed = False
+        self.allowed = allowed
 
     @property
     def retry_after(self) -> float | None:

@@ -160,9 +160,11 @@ def shard_limits(limit: int, shards: int) -> list[int]:
     return [share + (1 if i < extra else 0) for i in range(shards)]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Check:
-    """One policy to apply to one identity (in one shard of a sharded policy)."""
+    """One policy to apply to one identity (in one shard of a sharded policy). Read-only
+    by contract, not frozen: one is built per policy on every request, and a frozen
+    dataclass pays a call per field to be built."""
 
     policy: CompiledPolicy
     identity: str
