@@ -18,6 +18,6 @@ class RateLimitsConfig(AppConfig):
         )
         from ratelimits.engine import reporting, table
 
-        table.set_source(policy_source.load)
+        table.set_source(policy_source.load, release=policy_source.close_connections)
         receivers.connect()
         reporting.add_observer(prometheus.observe)

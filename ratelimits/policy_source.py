@@ -3,7 +3,8 @@
 ``AppConfig.ready()`` hands :func:`load` to :func:`ratelimits.engine.table.set_source`, so
 the engine reads the database without knowing the models. A load is one query for the
 policies, one for their overrides, and one more for the members of the groups that
-overrides name.
+overrides name. A table rebuilt in a background thread opens that thread's own database
+connection; :func:`close_connections` closes it when the build is over.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import connections
 
 from ratelimits.engine.overrides import compile_rules
 from ratelimits.engine.policy import CompiledPolicy
@@ -26,6 +28,12 @@ def load() -> list[CompiledPolicy]:
     rows = list(Policy.objects.filter(enabled=True))
     compiled = [CompiledPolicy.from_model(p) for p in rows]
     return with_overrides(compiled, {p.name: p.pk for p in rows})
+
+
+def close_connections() -> None:
+    """Close this thread's database connections (a background build's thread, whose
+    connections no request cycle closes)."""
+    connections.close_all()
 
 
 def with_overrides(policies: list[CompiledPolicy], ids: dict[str, int]) -> list[CompiledPolicy]:

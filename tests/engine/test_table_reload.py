@@ -1,0 +1,278 @@
+"""The policy table's reload: built in a background thread while requests keep the table
+held, swapped in when ready; built in the caller's thread only when there is no table to
+serve (the first load, a change made in this process) or the worker was idle.
+
+The tests steer the table's source (:class:`Source`) and make a check due by moving the
+clock of the last check back one interval; Redis is the test server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.db import connection, connections
+
+from ratelimits import policy_source
+from ratelimits.conf import app_settings
+from ratelimits.engine import denials, limiter, table
+from ratelimits.engine.keys import version_key
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.models import Policy
+from tests.helpers import IDENTITY, make_policy, policy
+
+#: Long enough that no check falls due unless a test makes it due.
+INTERVAL = 30.0
+BUILDER = "ratelimits-policy-table"
+CALLER = threading.current_thread().name
+
+
+class Source:
+    """A policy source: one policy per name in ``names``, read when a build starts (as a
+    database query would); ``failing`` makes it raise. :meth:`hold_next` makes the next
+    build wait, after setting ``entered``, until the test lets it go."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = list(names)
+        self.failing = False
+        #: The thread of each call, and of each release.
+        self.calls: list[str] = []
+        self.released: list[str] = []
+        self.entered = threading.Event()
+        self._hold: threading.Event | None = None
+
+    def hold_next(self) -> threading.Event:
+        self._hold = threading.Event()
+        return self._hold
+
+    def __call__(self) -> list[CompiledPolicy]:
+        names, hold, self._hold = list(self.names), self._hold, None
+        self.calls.append(threading.current_thread().name)
+        if hold is not None:
+            self.entered.set()
+            hold.wait(10)
+        if self.failing:
+            raise RuntimeError("the database is down")
+        return [policy("fixed_window", limit=1, window=3600, name=name) for name in names]
+
+    def release(self) -> None:
+        self.released.append(threading.current_thread().name)
+
+
+@pytest.fixture
+def source(settings) -> Iterator[Source]:
+    settings.RATELIMITS = {
+        **getattr(settings, "RATELIMITS", {}),
+        "POLICY_REFRESH_INTERVAL": INTERVAL,
+    }
+    found = Source("a")
+    table.set_source(found, found.release)
+    yield found
+    if found._hold is not None:
+        found._hold.set()
+    builds_done()
+
+
+def names(found: table.PolicyTable | None) -> list[str]:
+    assert found is not None
+    return [p.name for p in found.policies]
+
+
+def another_worker_changed_a_policy(redis_client) -> None:
+    redis_client.set(version_key(app_settings.KEY_PREFIX), uuid.uuid4().hex)
+
+
+def check_due(intervals: float = 1.0) -> None:
+    """Date this worker's last check ``intervals`` intervals back (1: a check is due now;
+    more than 2: the worker was idle)."""
+    with table._cache.lock:
+        table._cache.checked_at = time.monotonic() - intervals * INTERVAL
+
+
+def builds_done() -> None:
+    for thread in threading.enumerate():
+        if thread.name == BUILDER:
+            thread.join(10)
+
+
+def wait_until(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_the_first_table_is_built_by_the_first_request(source):
+    assert names(table.get_table()) == ["a"]
+    assert source.calls == [CALLER]
+    assert source.released == []
+
+
+def deny() -> None:
+    """A client over policy ``a``'s limit, whose denial this worker remembers."""
+    limited = policy("fixed_window", limit=1, window=3600, name="a")
+    for _ in range(2):
+        limiter.decide([limiter.Check(limited, IDENTITY)])
+    assert denials.size() == 1
+
+
+def test_requests_keep_the_table_while_a_new_one_builds_then_get_it(source, redis_client):
+    old = table.get_table()
+    deny()
+    source.names = ["b"]
+    hold = source.hold_next()
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    assert table.get_table() is old  # it started the build, and did not wait for it
+    assert denials.size() == 0  # counters may have been reset: the denials go at once
+    assert source.entered.wait(10)
+    check_due()
+    assert table.get_table() is old  # a build is under way: neither waits nor starts one
+    assert source.calls == [CALLER, BUILDER]
+    deny()  # remembered while the old table is served: it goes with it
+    hold.set()
+    builds_done()
+    assert names(table.get_table()) == ["b"]
+    assert denials.size() == 0
+    assert source.calls == [CALLER, BUILDER]
+    assert source.released == [BUILDER]
+
+
+def test_many_requests_during_a_build_start_no_other(source, redis_client):
+    old = table.get_table()
+    hold = source.hold_next()
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    table.get_table()
+    assert source.entered.wait(10)
+    served = []
+
+    def request() -> None:
+        check_due()
+        served.append(table.get_table())
+
+    threads = [threading.Thread(target=request) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert served == [old] * 8
+    assert source.calls == [CALLER, BUILDER]
+    hold.set()
+
+
+def test_a_failed_build_keeps_the_table_and_the_next_check_tries_again(
+    source, redis_client, caplog
+):
+    old = table.get_table()
+    source.names, source.failing = ["b"], True
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    with caplog.at_level(logging.WARNING, logger="ratelimits"):
+        assert table.get_table() is old
+        builds_done()
+    assert "could not rebuild the policy table (RuntimeError: the database is down)" in (
+        caplog.text
+    )
+    assert table.get_table() is old
+    assert source.released == [BUILDER]
+    source.failing = False
+    check_due()
+    assert table.get_table() is old
+    builds_done()
+    assert names(table.get_table()) == ["b"]
+    assert source.calls == [CALLER, BUILDER, BUILDER]
+
+
+def test_a_change_made_in_this_process_holds_at_its_next_request(source, redis_client):
+    table.get_table()
+    source.names = ["b"]
+    hold = source.hold_next()
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    table.get_table()
+    assert source.entered.wait(10)  # building ["b"]
+    source.names = ["c"]
+    table.mark_changed()
+    assert names(table.get_table()) == ["c"]  # built by this request
+    assert source.calls == [CALLER, BUILDER, CALLER]
+    hold.set()
+    builds_done()
+    assert names(table.get_table()) == ["c"]  # the build that read the source first lost
+
+
+def test_a_build_that_hangs_past_max_age_is_given_up(source, redis_client):
+    old = table.get_table()
+    source.names = ["b"]
+    hold = source.hold_next()
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    table.get_table()
+    assert source.entered.wait(10)
+    with table._cache.lock:
+        table._cache.building_since -= float(app_settings.POLICY_MAX_AGE)
+    source.names = ["c"]
+    check_due()
+    assert table.get_table() is old
+    wait_until(lambda: table._cache.table is not old)
+    assert names(table.get_table()) == ["c"]
+    hold.set()
+    builds_done()
+    assert names(table.get_table()) == ["c"]
+
+
+def test_an_idle_worker_rebuilds_before_serving(source, redis_client, caplog):
+    table.get_table()
+    source.names = ["b"]
+    another_worker_changed_a_policy(redis_client)
+    check_due(intervals=3)  # its table may be any age: it is not served meanwhile
+    assert names(table.get_table()) == ["b"]
+    assert source.calls == [CALLER, CALLER]
+    source.names, source.failing = ["c"], True
+    another_worker_changed_a_policy(redis_client)
+    check_due(intervals=3)
+    with caplog.at_level(logging.WARNING, logger="ratelimits"):
+        assert names(table.get_table()) == ["b"]
+    assert "could not rebuild the policy table" in caplog.text
+
+
+def test_a_source_only_the_request_thread_can_read_is_read_there(source, redis_client):
+    table.set_source(source, source.release, in_background=False)
+    table.get_table()
+    source.names = ["b"]
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    assert names(table.get_table()) == ["b"]
+    assert source.calls == [CALLER, CALLER]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_database_is_read_in_the_background_on_a_connection_closed_after(
+    settings, redis_client
+):
+    settings.RATELIMITS = {
+        **getattr(settings, "RATELIMITS", {}),
+        "POLICY_REFRESH_INTERVAL": INTERVAL,
+    }
+    open_after: list[bool] = []
+
+    def release() -> None:
+        policy_source.close_connections()
+        open_after.append(any(c.connection for c in connections.all(initialized_only=True)))
+
+    table.set_source(policy_source.load, release)
+    make_policy("a")
+    old = table.get_table()
+    with connection.cursor() as cursor:  # another worker's edit: no signal in this process
+        cursor.execute("UPDATE ratelimits_policy SET name = 'b' WHERE name = 'a'")
+    assert Policy.objects.get().name == "b"
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    assert table.get_table() is old
+    builds_done()
+    assert names(table.get_table()) == ["b"]
+    assert open_after == [False]
