@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from redis.connection import Connection
+from redis.connection import AbstractConnection
 
 from bench.common import Context, Section, Target, markdown_table, median
 from ratelimits.engine import limiter
@@ -68,8 +68,9 @@ def _timed(function: Callable[[int], object], calls: int) -> float:
 
 @contextmanager
 def timing_io(record: list[float]) -> Iterator[None]:
-    """Add the seconds redis-py's connections spend sending and reading to ``record[0]``."""
-    send, read = Connection.send_packed_command, Connection.read_response
+    """Add the seconds redis-py's connections spend sending and reading to ``record[0]``
+    (patched where redis-py defines them, and put back as they were)."""
+    send, read = AbstractConnection.send_packed_command, AbstractConnection.read_response
 
     def timed_send(self: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -85,13 +86,13 @@ def timing_io(record: list[float]) -> Iterator[None]:
         finally:
             record[0] += time.perf_counter() - started
 
-    Connection.send_packed_command = timed_send  # type: ignore[method-assign]
-    Connection.read_response = timed_read  # type: ignore[method-assign]
+    AbstractConnection.send_packed_command = timed_send  # type: ignore[method-assign]
+    AbstractConnection.read_response = timed_read  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Connection.send_packed_command = send  # type: ignore[method-assign]
-        Connection.read_response = read  # type: ignore[method-assign]
+        AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
+        AbstractConnection.read_response = read  # type: ignore[method-assign]
 
 
 def beyond_round_trip(ctx: Context, policies: int) -> tuple[float, float, float]:

@@ -5,7 +5,7 @@ process through ``RequestFactory`` from rotating client addresses (every request
 Two views of the same path:
 
 - **the steps**, each timed alone over many calls: matching the policies, the client's
-  identity, the key, the script call (one EVALSHA round trip) and the whole
+  identity, the key, the decide call (one FCALL round trip) and the whole
   ``allow_request``, beside a bare ``PING`` round trip on the same connection;
 - **a pyinstrument profile** of ``allow_request``, the frames that take 2 % or more.
 """
@@ -109,7 +109,7 @@ def run(ctx: Context) -> Section:
         ("the client's identity", lambda: facts.request_identity("ip", next_request(), None)),
         ("the key", lambda: policy.key_for("ip:10.0.0.1")),
         (
-            "the script call (limiter.decide, 1 EVALSHA)",
+            "the decide call (limiter.decide, 1 FCALL)",
             lambda: limiter.decide([limiter.Check(policy, f"ip:10.9.{next(cursor) % 65536}")]),
         ),
         (
