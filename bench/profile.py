@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable
 
-from bench.common import Context, Section, markdown_table
+from bench.common import BENCH_DIR, Context, Section, markdown_table
 from ratelimits.engine import limiter, table
 from ratelimits.engine.store import connection
 from ratelimits.http import facts
@@ -24,32 +24,8 @@ from ratelimits.throttling import PolicyThrottle
 
 SCOPE = "profiled"
 
-#: What profiling led to, for the report.
-CHANGES = """**What was changed on the hot path, and what it gained**
-
-Each gain was measured alone with `timeit` (client pinned to one CPU), before and after:
-
-| change | before (µs) | after (µs) |
-|---|---|---|
-| `EVALSHA` straight on a pooled connection (1) | 56.1 | 41.7 (`PING`: 38.1) |
-| IPv4 identity from a dotted-quad pattern (2) | 2.9 | 0.5 |
-| `is_cluster`: the exact type before `isinstance` | 0.53 | 0.08 |
-| `ratelimits.stats` dropped (3) | 1.0 | 0 |
-| one server: the breaker chosen without a key | 1 to 2 | 0 |
-
-1. Instead of redis-py's `Script` wrapper, retry wrapper and reply callbacks. The
-   limiter's client retries nothing, so behaviour is unchanged; a `NOSCRIPT` still goes
-   through redis-py, which loads the script.
-2. Instead of building an `ipaddress` object; IPv6 is still parsed.
-3. The Prometheus counter counts the same outcomes.
-
-- Denied requests of a client that Redis said is over its limit no longer reach Redis at
-  all (remembered denials, see the floods section): a denied request in a flood costs the
-  in-process lookup instead of a round trip.
-- Prometheus counting was added in the same release and costs about 2 µs a request (one
-  policy), so the net Python saving is about 16 µs against about 18 µs removed.
-- What remains is the round trip itself: the profile shows the socket wait (`recv_into`,
-  `sendall`) as most of `allow_request`, then the pool's get and release."""
+#: What profiling led to, for the report (kept as Markdown beside this module).
+CHANGES = (BENCH_DIR / "changes.md").read_text(encoding="utf-8").strip()
 
 
 class _View:
