@@ -31,6 +31,29 @@ local function decide(KEYS, ARGV)
   end
 
   local count = #KEYS
+  if count == 1 then
+    -- One policy, the usual request: no per-policy tables, the reply built at once.
+    local algorithm = ALGORITHMS[ARGV[3]]
+    if not algorithm then
+      return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[3]))
+    end
+    local limit, window_us = tonumber(ARGV[4]), tonumber(ARGV[5]) * 1000
+    local r = algorithm.check(KEYS[1], limit, window_us, now_us)
+    local allowed = r.allowed
+    local blocked_us = 0
+    if not allowed then
+      blocked_us = math.floor(r.retry_us)
+    elseif ARGV[2] == '1' then
+      algorithm.record(KEYS[1], limit, window_us, now_us, r)
+      blocked_us = math.floor(r.full_us)
+    end
+    return {
+      (allowed or ARGV[6] ~= '1') and 1 or 0, now_us, allowed and 1 or 0,
+      math.floor(r.count * 1000 + 0.5), r.remaining, math.ceil(r.retry_us / 1000),
+      math.ceil(r.reset_us / 1000), blocked_us,
+    }
+  end
+
   local algorithms, results = {}, {}
   local admitted = true
   for i = 1, count do

@@ -153,3 +153,22 @@ def test_without_functions_an_empty_restart_costs_no_request_an_error(on_redis_6
     assert outcomes(decisions(2)) == [(True, 2, False), (True, 1, False)]
     redis_6.restart()
     assert outcomes(decisions(1)) == [(True, 2, False)]
+
+
+@pytest.mark.parametrize("policies", [1, 2])
+@pytest.mark.parametrize(("enforce", "admitted"), [("1", 0), ("0", 1)])
+def test_the_reply_admits_past_a_denying_policy_only_in_shadow(
+    redis_server, policies, enforce, admitted
+):
+    """The reply's first field, which the cluster path reads to decide slot by slot: a
+    denying enforcing policy refuses the request, a denying shadow one lets it through.
+    One policy and several take different paths through the code."""
+    client = redis_server.client()
+    keys = [f"rl:{{ip:203.0.113.7}}:p{i}:fixed" for i in range(policies)]
+    arguments = ["", "1"] + ["fixed_window", "1", "60000", enforce] * policies
+    source = scripts.decide_source()
+    first = client.eval(source, policies, *keys, *arguments)
+    assert first[0] == 1 and first[2] == 1  # the one unit of each policy
+    again = client.eval(source, policies, *keys, *arguments)
+    assert again[0] == admitted
+    assert [again[2 + 6 * i] for i in range(policies)] == [0] * policies  # each denies
