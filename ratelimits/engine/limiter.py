@@ -1,13 +1,15 @@
 """(policies, identities) -> decisions, in one Redis round trip.
 
-:func:`decide` runs the decide script (see ``lua/decide.lua``) once for every policy that
-matches a request, by SHA (on a Redis Cluster, once per hash slot the request's keys
-use); redis-py reloads the script on ``NOSCRIPT`` (after a ``SCRIPT FLUSH`` or a Redis
-restart) and retries, so that recovers without an error.
+:func:`decide` runs the decide code (see ``lua/decide.lua``) once for every policy that
+matches a request, in one call (on a Redis Cluster, one per hash slot the request's keys
+use): an ``FCALL`` of the function library, or the script by SHA where the server has
+no Functions. The call is built as bytes (:mod:`ratelimits.engine.store.commands`) and
+sent on the thread's own connection (:mod:`ratelimits.engine.store.caller`), which loads
+the code again when a server lost it, so a flush or a restart costs no request an error.
 When Redis cannot answer, or the circuit breaker is open, every policy answers with its
 fail mode instead. A key that Redis said is over its limit until a known time is denied
-in the worker until then, without a round trip (see :mod:`ratelimits.engine.denials`). Nothing
-here knows about DRF, the admin or HTTP.
+in the worker until then, without a round trip (see :mod:`ratelimits.engine.denials`).
+Nothing here knows about DRF, the admin or HTTP.
 """
 
 from __future__ import annotations

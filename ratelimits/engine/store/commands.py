@@ -35,7 +35,7 @@ def bulk_strings(values: Iterable[str]) -> bytes:
     return b"".join(bulk(value.encode()) for value in values)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per request: read-only by contract, not frozen (cheaper)
 class DecideCall:
     """One decide call: ``body`` holds ``parts`` bulk strings, the ``keys`` keys first."""
 
