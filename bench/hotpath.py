@@ -22,7 +22,7 @@ from typing import Any
 
 from redis.connection import AbstractConnection
 
-from bench.common import Context, Section, Target, markdown_table, median
+from bench.common import DECIDE_COMMANDS, Context, Section, Target, markdown_table, median
 from ratelimits.engine import limiter
 from ratelimits.engine.policy import Check, CompiledPolicy
 from ratelimits.engine.store import caller, commands, connection
@@ -121,12 +121,9 @@ def beyond_round_trip(ctx: Context, policies: int) -> tuple[float, float, float]
     client = connection.get_client()
     pool = client.connection_pool  # type: ignore[union-attr]
     mode = caller.for_pool(pool).mode
-    head = commands.bulk_strings(["", "1"])
     bare_calls = []
     for n in range(calls):
-        checks = [Check(p, f"ip:{_address(n % CLIENTS)}") for p in matched]
-        arguments = head + b"".join(p.wire_args[0] for p in matched)
-        call = commands.decide_call([c.key for c in checks], arguments, 2 + 4 * len(checks))
+        call = limiter.decide_call([Check(p, f"ip:{_address(n % CLIENTS)}") for p in matched])
         bare_calls.append((commands.packed(mode, call),))
     held = pool.connection_class(**pool.connection_kwargs)
     held.connect()
@@ -171,9 +168,6 @@ def cpu_per_call(ctx: Context, names: tuple[str, ...], send: Callable[[int], obj
     return median(found)
 
 
-DECIDE = ("fcall", "evalsha", "eval")
-
-
 def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
     """``({algorithm: µs}, limits moving window µs, fixed cost µs)``."""
     from limits import RateLimitItemPerHour
@@ -191,7 +185,7 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
         def decide(i: int, checks: list[list[Check]] = checks) -> object:
             return limiter.decide(checks[i % CLIENTS])
 
-        found[algorithm] = cpu_per_call(ctx, DECIDE, decide)
+        found[algorithm] = cpu_per_call(ctx, DECIDE_COMMANDS, decide)
 
     moving = MovingWindowRateLimiter(RedisStorage(ctx.url))
     item = RateLimitItemPerHour(1000)
@@ -200,7 +194,7 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
 
     pool = connection.get_client().connection_pool  # type: ignore[union-attr]
     mode = caller.for_pool(pool).mode
-    empty = (commands.packed(mode, commands.decide_call([], commands.bulk_strings(["", "1"]), 2)),)
+    empty = (commands.packed(mode, limiter.decide_call([])),)
     held = pool.connection_class(**pool.connection_kwargs)
     held.connect()
 
@@ -208,7 +202,7 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
         held.send_packed_command(empty, check_health=False)
         return held.read_response()
 
-    fixed = cpu_per_call(ctx, DECIDE, no_keys)
+    fixed = cpu_per_call(ctx, DECIDE_COMMANDS, no_keys)
     held.disconnect()
     return found, theirs, fixed
 

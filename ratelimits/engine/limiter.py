@@ -181,9 +181,7 @@ def _run_all(
 
 
 def _slot_groups(client: Client, checks: Sequence[Check]) -> list[list[int]]:
-    """Indexes of ``checks`` grouped by hash slot (one group on a single server)."""
-    if len(checks) == 1 or not connection.is_cluster(client):
-        return [list(range(len(checks)))]
+    """Indexes of ``checks`` grouped by hash slot, on a cluster."""
     by_slot: dict[int, list[int]] = {}
     for index, check in enumerate(checks):
         by_slot.setdefault(connection.slot_of(client, check.key), []).append(index)
@@ -217,15 +215,15 @@ _HEAD_ARGUMENTS = {record: bulk_strings(["", "1" if record else "0"]) for record
 def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | None) -> list[int]:
     """The decide call for ``checks`` (all in one hash slot) on ``client``: a server's
     client, a cluster's, or a pipeline that queues it."""
-    keys = [check.key for check in checks]
     if type(client) is redis.Redis or (
         isinstance(client, redis.Redis) and not isinstance(client, redis.client.Pipeline)
     ):
-        call = _decide_call(checks, keys, record, now)
+        call = decide_call(checks, record=record, now=now)
         return caller.for_pool(client.connection_pool).call(call)  # type: ignore[no-any-return]
+    keys = [check.key for check in checks]
     if connection.is_cluster(client):
-        call = _decide_call(checks, keys, record, now)
         node = connection.node_client(client, keys[0])
+        call = decide_call(checks, record=record, now=now, keys=keys)
         try:
             return caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
         except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
@@ -240,9 +238,17 @@ def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | Non
     return script(keys=keys, args=_arguments(checks, record, now), client=client)  # type: ignore[no-any-return]
 
 
-def _decide_call(
-    checks: Sequence[Check], keys: list[str], record: bool, now: float | None
+def decide_call(
+    checks: Sequence[Check],
+    *,
+    record: bool = True,
+    now: float | None = None,
+    keys: list[str] | None = None,
 ) -> commands.DecideCall:
+    """The one call that decides ``checks`` (``keys``: their keys, when known already),
+    as :mod:`ratelimits.engine.store.commands` sends it."""
+    if keys is None:
+        keys = [check.key for check in checks]
     head = _HEAD_ARGUMENTS[record] if now is None else bulk_strings(_arguments([], record, now))
     policies = [check.policy.wire_args[check.shard] for check in checks]
     return commands.decide_call(keys, head + b"".join(policies), 2 + 4 * len(checks))

@@ -46,8 +46,7 @@ class DecideCall:
 
 def decide_call(keys: list[str], arguments: bytes, argument_count: int) -> DecideCall:
     """The call for ``keys`` with ``argument_count`` arguments already packed."""
-    packed = b"".join([b"$%d\r\n%b\r\n" % (len(k), k) for k in [key.encode() for key in keys]])
-    return DecideCall(len(keys), len(keys) + argument_count, packed + arguments)
+    return DecideCall(len(keys), len(keys) + argument_count, bulk_strings(keys) + arguments)
 
 
 @functools.cache
