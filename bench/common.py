@@ -36,6 +36,11 @@ PACKAGES = (
 )
 
 
+#: The commands one decide call can be, as ``INFO commandstats`` names them: ``FCALL``
+#: on Redis 7+, the script by SHA (or with its source, once after a flush) elsewhere.
+DECIDE_COMMANDS = ("fcall", "evalsha", "eval")
+
+
 @dataclass(frozen=True)
 class Target:
     """One target of the issue, as measured: ``met`` is ``None`` when not applicable."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import BENCH_DIR, Chart, Context, Section, markdown_table, median
-from ratelimits.testutils import free_port
+from ratelimits.testutils import free_port, stop_process
 
 ROOT = BENCH_DIR.parent
 WORKERS = 2
@@ -49,7 +49,7 @@ FIRST_CLIENT = (10 << 24) + (200 << 16)  # 10.200.0.0
 
 
 @dataclass(frozen=True)
-class Target:
+class Endpoint:
     """One endpoint under load."""
 
     label: str
@@ -57,9 +57,9 @@ class Target:
 
 
 TARGETS = (
-    Target("no throttle", f"/none/{LIMIT}/"),
-    Target("PolicyThrottle sliding_log", f"/policy/bench1-sliding_log-{LIMIT}/"),
-    Target("DRF AnonRateThrottle", f"/drf-anon/{LIMIT}/"),
+    Endpoint("no throttle", f"/none/{LIMIT}/"),
+    Endpoint("PolicyThrottle sliding_log", f"/policy/bench1-sliding_log-{LIMIT}/"),
+    Endpoint("DRF AnonRateThrottle", f"/drf-anon/{LIMIT}/"),
 )
 
 
@@ -238,13 +238,7 @@ class Gunicorn:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -304,7 +298,7 @@ def measure_placement(ctx: Context, where: Placement, seconds: float) -> Loads:
         client = LoadClient(where.client_cpu)
         start = 0
 
-        def measure(target: Target, duration: float) -> Load:
+        def measure(target: Endpoint, duration: float) -> Load:
             nonlocal start
             flush_counts(ctx)
             assert client is not None

