@@ -14,9 +14,11 @@ Nothing here knows about DRF, the admin or HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -29,8 +31,8 @@ from ratelimits.engine.denials import lookup as remembered_denial
 from ratelimits.engine.denials import remember as remember_denial
 from ratelimits.engine.policy import Check
 from ratelimits.engine.reporting import report
+from ratelimits.engine.store import async_caller, caller, commands, connection, scripts
 from ratelimits.engine.store import breaker as breakers
-from ratelimits.engine.store import caller, commands, connection, scripts
 from ratelimits.engine.store.commands import bulk_strings
 from ratelimits.engine.store.connection import Client
 from ratelimits.exceptions import ConfigurationError
@@ -60,41 +62,102 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     """
     if not checks:
         return Verdict()
-    started = time.perf_counter()
-    local = record and now is None
-    if local:
-        sent_at = time.monotonic()
-        denied = remembered_denial(checks, sent_at)
-        if denied is not None:
-            _report(denied, started, "local")
-            return denied
-        seen = denials_generation()
+    request = _Request(checks, record, now)
+    if request.answer is not None:
+        return request.answer
     try:
         client = connection.get_client()
-        reply = _run_all(checks, client, record=record, now=now, guarded=True)
-    except _BreakerOpen:
-        return _fail_verdict(checks, started if record else None)
-    except _ServerFailed as failed:
-        error = failed.error
-        if isinstance(error, redis.ResponseError) and not isinstance(
-            error, (redis.exceptions.ReadOnlyError, redis.exceptions.ClusterDownError)
-        ):  # the script failed on these keys (say, a foreign value): not an outage
-            logger.error("ratelimits: the decide script failed for %s: %s", failed.key, error)
-        else:  # unreachable, slow, a replica after a failover, a cluster without the slot
-            failed.guard.failure(error)
-        return _fail_verdict(checks, started if record else None)
-    except ConfigurationError as e:
-        breakers.breaker.failure(e)
-        return _fail_verdict(checks, started if record else None)
-    _, verdict = verdict_from(checks, reply)
-    if local:
-        for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
-            blocked_us = reply[2 + REPLY_FIELDS * index + 5]
-            if blocked_us > 0:
-                remember_denial(check, decision, blocked_us / 1_000_000, sent_at, seen)
-    if record:
-        _report(verdict, started, "redis")
-    return verdict
+        if len(checks) == 1 or not connection.is_cluster(client):
+            reply = _call(checks, client, record, now)
+        else:  # keys in several hash slots, perhaps
+            plan = _calls(checks, client, record=record)
+            try:
+                sent = next(plan)
+                while True:
+                    sent = plan.send(_call(sent.checks, client, sent.record, now))
+            except StopIteration as done:
+                reply = done.value
+    except Exception as error:
+        return request.failed(error)
+    return request.decided(reply)
+
+
+async def adecide(
+    checks: Sequence[Check], *, record: bool = True, now: float | None = None
+) -> Verdict:
+    """:func:`decide` for coroutines: the same call, keys, breaker, fail modes and
+    remembered denials, sent on a ``redis.asyncio`` connection of the running loop."""
+    if not checks:
+        return Verdict()
+    request = _Request(checks, record, now)
+    if request.answer is not None:
+        return request.answer
+    try:
+        client = connection.get_client()
+        if len(checks) == 1 or not connection.is_cluster(client):
+            reply = await _acall(checks, client, record, now)
+        else:  # keys in several hash slots, perhaps
+            plan = _calls(checks, client, record=record)
+            try:
+                sent = next(plan)
+                while True:
+                    sent = plan.send(await _acall(sent.checks, client, sent.record, now))
+            except StopIteration as done:
+                reply = done.value
+    except Exception as error:
+        return request.failed(error)
+    return request.decided(reply)
+
+
+class _Request:
+    """One request's decision around its Redis call, the same on both paths: the
+    remembered denial that answers it without a call, the verdict from the reply (and
+    the denials it teaches), or the fail verdict for the error the call met."""
+
+    __slots__ = ("answer", "checks", "local", "record", "seen", "sent_at", "started")
+
+    def __init__(self, checks: Sequence[Check], record: bool, now: float | None) -> None:
+        self.checks, self.record = checks, record
+        self.started = time.perf_counter()
+        self.answer: Verdict | None = None
+        self.local = record and now is None
+        if self.local:
+            self.sent_at = time.monotonic()
+            denied = remembered_denial(checks, self.sent_at)
+            if denied is not None:
+                _report(denied, self.started, "local")
+                self.answer = denied
+            self.seen = denials_generation()
+
+    def decided(self, reply: list[int]) -> Verdict:
+        checks = self.checks
+        _, verdict = verdict_from(checks, reply)
+        if self.local:
+            for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
+                blocked_us = reply[2 + REPLY_FIELDS * index + 5]
+                if blocked_us > 0:
+                    remember_denial(
+                        check, decision, blocked_us / 1_000_000, self.sent_at, self.seen
+                    )
+        if self.record:
+            _report(verdict, self.started, "redis")
+        return verdict
+
+    def failed(self, error: Exception) -> Verdict:
+        """The fail verdict after ``error``; errors that are not Redis's are raised."""
+        if isinstance(error, _ServerFailed):
+            cause = error.error
+            if isinstance(cause, redis.ResponseError) and not isinstance(
+                cause, (redis.exceptions.ReadOnlyError, redis.exceptions.ClusterDownError)
+            ):  # the script failed on these keys (say, a foreign value): not an outage
+                logger.error("ratelimits: the decide script failed for %s: %s", error.key, cause)
+            else:  # unreachable, slow, a replica after a failover, a cluster without the slot
+                error.guard.failure(cause)
+        elif isinstance(error, ConfigurationError):
+            breakers.breaker.failure(error)
+        elif not isinstance(error, _BreakerOpen):
+            raise error
+        return _fail_verdict(self.checks, self.started if self.record else None)
 
 
 def peek(checks: Sequence[Check], client: Client) -> tuple[int, Verdict]:
@@ -142,17 +205,21 @@ class _ServerFailed(Exception):
         self.guard, self.key, self.error = guard, key, error
 
 
-def _run_all(
-    checks: Sequence[Check],
-    client: Client,
-    *,
-    record: bool,
-    now: float | None,
-    guarded: bool = False,
-) -> list[int]:
-    """The decide script's reply for ``checks``, in their order.
+@dataclass(slots=True)
+class _Send:
+    """One call a plan asks for: ``checks`` (all in one hash slot), recording or not."""
 
-    On one server every key is in one call. On a cluster one call can only touch one hash
+    checks: Sequence[Check]
+    record: bool
+
+
+#: A plan of calls: yields each call to make, is sent its reply, returns the merged reply.
+_Plan = Generator[_Send, list[int], list[int]]
+
+
+def _calls(checks: Sequence[Check], client: Client, *, record: bool) -> _Plan:
+    """The calls that decide ``checks`` on a cluster, and their replies merged in the
+    checks' order. On a cluster one call can only touch one hash
     slot, so checks are grouped by slot: one group (every policy counts the same identity,
     the usual case) is still one call; several are first checked in every slot without
     recording, and recorded slot by slot only when all admit. Each call re-checks
@@ -160,15 +227,17 @@ def _run_all(
     after it was recorded in another slot: it then counts there. That errs towards
     denying, never towards admitting more than a limit.
     """
-    if len(checks) == 1 or not connection.is_cluster(client):
-        return _call(checks, client, record=record, now=now, guarded=guarded)
     groups = _slot_groups(client, checks)
     if len(groups) == 1:
-        return _call(checks, client, record=record, now=now, guarded=guarded)
+        return (yield _Send(checks, record))
     parts = [[checks[i] for i in group] for group in groups]
-    replies = [_call(part, client, record=False, now=now, guarded=guarded) for part in parts]
+    replies = []
+    for part in parts:
+        replies.append((yield _Send(part, False)))
     if record and all(reply[0] for reply in replies):
-        replies = [_call(part, client, record=True, now=now, guarded=guarded) for part in parts]
+        replies = []
+        for part in parts:
+            replies.append((yield _Send(part, True)))
     merged: list[int] = [int(all(reply[0] for reply in replies)), int(replies[0][1])]
     fields: list[list[int]] = [[] for _ in checks]
     for group, reply in zip(groups, replies, strict=True):
@@ -180,6 +249,21 @@ def _run_all(
     return merged
 
 
+def _run_all(
+    checks: Sequence[Check], client: Client, *, record: bool, now: float | None
+) -> list[int]:
+    """The decide reply for ``checks``, in their order, without a breaker (tools)."""
+    if len(checks) == 1 or not connection.is_cluster(client):
+        return _run(checks, client, record=record, now=now)
+    plan = _calls(checks, client, record=record)
+    try:
+        sent = next(plan)
+        while True:
+            sent = plan.send(_run(sent.checks, client, record=sent.record, now=now))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
 def _slot_groups(client: Client, checks: Sequence[Check]) -> list[list[int]]:
     """Indexes of ``checks`` grouped by hash slot, on a cluster."""
     by_slot: dict[int, list[int]] = {}
@@ -188,20 +272,36 @@ def _slot_groups(client: Client, checks: Sequence[Check]) -> list[list[int]]:
     return list(by_slot.values())
 
 
-def _call(
-    checks: Sequence[Check], client: Client, *, record: bool, now: float | None, guarded: bool
-) -> list[int]:
-    """One script call; with ``guarded``, through the circuit breaker of the key's server."""
-    if not guarded:
-        return _run(checks, client, record=record, now=now)
+def _guard(checks: Sequence[Check], client: Client) -> breakers.CircuitBreaker:
+    """The circuit breaker of the server the call for ``checks`` goes to; raises
+    :class:`_BreakerOpen` when it skips that server."""
     if connection.is_cluster(client):
         guard = connection.breaker_for(client, checks[0].key)
     else:  # one server, one breaker: no key to compute
         guard = breakers.breaker
     if not guard.allow():
         raise _BreakerOpen
+    return guard
+
+
+def _call(checks: Sequence[Check], client: Client, record: bool, now: float | None) -> list[int]:
+    """One call for ``checks`` (all in one hash slot), through its server's breaker."""
+    guard = _guard(checks, client)
     try:
         reply = _run(checks, client, record=record, now=now)
+    except connection.REDIS_ERRORS as e:
+        raise _ServerFailed(guard, checks[0].key, e) from e
+    guard.success()
+    return reply
+
+
+async def _acall(
+    checks: Sequence[Check], client: Client, record: bool, now: float | None
+) -> list[int]:
+    """:func:`_call` from a coroutine."""
+    guard = _guard(checks, client)
+    try:
+        reply = await _arun(checks, client, record=record, now=now)
     except connection.REDIS_ERRORS as e:
         raise _ServerFailed(guard, checks[0].key, e) from e
     guard.success()
@@ -227,15 +327,40 @@ def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | Non
         try:
             return caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
         except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
-            # The slot moved or is moving: redis-py follows the redirection (and updates
-            # its slot map), running the source so the new node needs nothing loaded.
-            args = _arguments(checks, record, now)
-            return client.execute_command(  # type: ignore[no-any-return]
-                "EVAL", scripts.decide_source(), len(keys), *keys, *args
-            )
+            return _run_redirected(checks, client, record, now)
     # A pipeline (tools): redis-py's script object loads the script when it runs.
     script = _decide_script(client)
     return script(keys=keys, args=_arguments(checks, record, now), client=client)  # type: ignore[no-any-return]
+
+
+async def _arun(
+    checks: Sequence[Check], client: Client, *, record: bool, now: float | None
+) -> list[int]:
+    """:func:`_run` from a coroutine, for a server's client or a cluster's."""
+    if not connection.is_cluster(client):
+        call = decide_call(checks, record=record, now=now)
+        return await async_caller.for_pool(client.connection_pool).call(call)  # type: ignore[no-any-return]
+    keys = [check.key for check in checks]
+    node = connection.node_client(client, keys[0])
+    call = decide_call(checks, record=record, now=now, keys=keys)
+    try:
+        return await async_caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
+    except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
+        # A moving slot is rare: redis-py's sync cluster client follows it, off the loop.
+        return await asyncio.to_thread(_run_redirected, checks, client, record, now)
+
+
+def _run_redirected(
+    checks: Sequence[Check], client: Client, record: bool, now: float | None
+) -> list[int]:
+    """The call through redis-py's cluster client, after the slot moved or while it moves:
+    it follows the redirection (and updates its slot map), running the source so that
+    the new node needs nothing loaded."""
+    keys = [check.key for check in checks]
+    args = _arguments(checks, record, now)
+    return client.execute_command(  # type: ignore[no-any-return]
+        "EVAL", scripts.decide_source(), len(keys), *keys, *args
+    )
 
 
 def decide_call(

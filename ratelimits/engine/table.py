@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.core.signals import setting_changed
 
 from ratelimits.conf import app_settings
@@ -250,6 +251,16 @@ def get_table() -> PolicyTable:
             else:
                 table = _check(held, now)
         return table
+
+
+async def aget_table() -> PolicyTable:
+    """:func:`get_table` for coroutines. The table held is returned at once; the
+    periodic check (a Redis read, at most every ``POLICY_REFRESH_INTERVAL``) and any
+    build run in a worker thread, where the database may be used."""
+    table = _cache.fresh_table(time.monotonic())
+    if table is not None:
+        return table
+    return await sync_to_async(get_table)()
 
 
 def _check(held: PolicyTable, now: float) -> PolicyTable:

@@ -61,19 +61,24 @@ class Caller:
                 return connection.read_response()
             except redis.ResponseError as error:
                 reply, mode = _drive(connection, commands.recover(call, self.mode, error))
-                if mode != self.mode:
-                    logger.info(
-                        "ratelimits: Redis answered %r to the decide function; running the "
-                        "decide code as a script (EVALSHA) on that server from now on.",
-                        str(error),
-                    )
-                    self.mode = mode
+                self.switch_mode(mode, error)
                 return reply
         except redis.ResponseError:
             raise  # read whole: the connection is clean
         except BaseException:
             connection.disconnect()
             raise
+
+    def switch_mode(self, mode: str, error: Exception) -> None:
+        """Call the server as ``mode`` from now on (the sync and async paths both), after
+        ``error`` showed it."""
+        if mode != self.mode:
+            logger.info(
+                "ratelimits: Redis answered %r to the decide function; running the "
+                "decide code as a script (EVALSHA) on that server from now on.",
+                str(error),
+            )
+            self.mode = mode
 
     def _connect(self) -> AbstractConnection:
         pool = self.pool

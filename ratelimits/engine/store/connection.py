@@ -29,8 +29,8 @@ from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
 from ratelimits.conf import app_settings
+from ratelimits.engine.store import async_caller, caller
 from ratelimits.engine.store import breaker as breakers
-from ratelimits.engine.store import caller
 from ratelimits.exceptions import ConfigurationError
 
 #: What :func:`get_client` returns: one server's client, or a cluster's.
@@ -129,6 +129,7 @@ def reset() -> None:
         old = list(_clients.values())
         _clients.clear()
     caller.reset()
+    async_caller.reset()
     for client in old:
         if isinstance(client, RedisCluster):
             client.close()

@@ -1,0 +1,181 @@
+"""Sends decide calls from coroutines, on ``redis.asyncio`` connections: the async I/O step.
+
+The twin of :mod:`ratelimits.engine.store.caller`: the same bytes
+(:mod:`ratelimits.engine.store.commands`), the same recovery plan for a server that lost
+the code, the same mode per server (a server found without Functions is called by
+``EVALSHA`` from both paths). Only the sending differs: coroutines of one event loop
+share that loop's idle connections to a server, each call taking one for the length of
+its exchange, so concurrent requests never interleave on a socket.
+
+The connections are made from the sync pool's settings (host, port, database,
+credentials, TLS and the short timeouts); a Sentinel-managed pool's primary is looked up
+in a worker thread when a connection is made, which is rare. A pool whose connection
+class has no ``redis.asyncio`` twin is called through the sync caller in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis.asyncio import connection as aconnection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.sentinel import SentinelConnectionPool
+
+from ratelimits.engine.store import caller, commands
+from ratelimits.engine.store.commands import DecideCall, Recovery
+
+logger = logging.getLogger("ratelimits")
+
+#: Idle connections a loop keeps per server; busier moments open more and close them.
+MAX_IDLE = 32
+
+#: The sync pool's connection settings an async connection takes over.
+_CARRIED = (
+    "host",
+    "port",
+    "path",
+    "db",
+    "username",
+    "password",
+    "credential_provider",
+    "client_name",
+    "protocol",
+    "socket_timeout",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "socket_keepalive_options",
+)
+
+#: The async twin of each sync connection class.
+_TWINS: dict[type, type[aconnection.AbstractConnection]] = {
+    redis.connection.Connection: aconnection.Connection,
+    redis.connection.SSLConnection: aconnection.SSLConnection,
+    redis.connection.UnixDomainSocketConnection: aconnection.UnixDomainSocketConnection,
+}
+
+
+class AsyncCaller:
+    """Decide calls to the server of one sync connection pool, from one event loop."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.pool = pool
+        #: Shared with the sync path: what the server showed it runs (FUNCTION or SCRIPT).
+        self.shared = caller.for_pool(pool)
+        self._idle: list[aconnection.AbstractConnection] = []
+        self._make = _connection_factory(pool)
+
+    async def call(self, call: DecideCall) -> Any:
+        """The reply to ``call``; redis-py's errors are raised."""
+        if self._make is None:  # a connection class of its own: the sync caller, off the loop
+            return await asyncio.to_thread(self.shared.call, call)
+        idle = self._idle
+        if idle:
+            connection = idle.pop()
+            try:
+                reply = await self._exchange(connection, call)
+            except redis.ConnectionError:  # closed while idle, most likely: once more
+                reply = await self._exchange(connection, call)
+        else:
+            connection = await self._make()
+            reply = await self._exchange(connection, call)
+        if len(idle) < MAX_IDLE:
+            idle.append(connection)
+        else:
+            await connection.disconnect()
+        return reply
+
+    async def _exchange(self, connection: aconnection.AbstractConnection, call: DecideCall) -> Any:
+        """Send ``call`` and read its reply, recovering a missing code. Any failure but an
+        error reply (cancellation included) closes the connection, so a reply left unread
+        can never answer the next call."""
+        try:
+            if not connection.is_connected:
+                await connection.connect()
+            mode = self.shared.mode
+            await connection.send_packed_command((commands.packed(mode, call),), False)
+            try:
+                return await connection.read_response()
+            except redis.ResponseError as error:
+                reply, found = await _drive(connection, commands.recover(call, mode, error))
+                self.shared.switch_mode(found, error)
+                return reply
+        except redis.ResponseError as error:
+            if isinstance(error, redis.exceptions.ReadOnlyError):
+                # A replica now (a Sentinel failover): the next call looks up the primary.
+                await connection.disconnect(nowait=True)
+            raise  # otherwise read whole: the connection is clean
+        except BaseException:
+            await connection.disconnect(nowait=True)
+            raise
+
+
+async def _drive(connection: aconnection.AbstractConnection, plan: Recovery) -> tuple[Any, str]:
+    """Send what ``plan`` asks on ``connection`` and feed it each reply or error."""
+    try:
+        command = next(plan)
+        while True:
+            await connection.send_packed_command((command,), False)
+            try:
+                reply = await connection.read_response()
+            except redis.ResponseError as error:
+                reply = error
+            command = plan.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+AsyncConnectionFactory = Callable[[], Any]
+
+
+def _connection_factory(pool: redis.ConnectionPool) -> AsyncConnectionFactory | None:
+    """A coroutine function making an unconnected async connection like ``pool``'s;
+    ``None`` when its connection class has no async twin."""
+    kwargs = {key: value for key, value in pool.connection_kwargs.items() if key in _CARRIED}
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    if isinstance(pool, SentinelConnectionPool):
+
+        async def primary() -> aconnection.AbstractConnection:
+            host, port = await asyncio.to_thread(pool.get_master_address)
+            return aconnection.Connection(**{**kwargs, "host": host, "port": port})
+
+        return primary
+    twin = _TWINS.get(pool.connection_class)
+    if twin is None:
+        return None
+    if twin is aconnection.SSLConnection:
+        kwargs.update(
+            (key, value) for key, value in pool.connection_kwargs.items() if key.startswith("ssl_")
+        )
+
+    async def plain() -> aconnection.AbstractConnection:
+        return twin(**kwargs)
+
+    return plain
+
+
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, AsyncCaller]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def for_pool(pool: redis.ConnectionPool) -> AsyncCaller:
+    """The running loop's caller for ``pool``'s server (made on first use)."""
+    loop = asyncio.get_running_loop()
+    callers = _by_loop.get(loop)
+    if callers is None:
+        callers = _by_loop[loop] = {}
+    found = callers.get(id(pool))
+    if found is None or found.pool is not pool:
+        found = callers[id(pool)] = AsyncCaller(pool)
+    return found
+
+
+def reset() -> None:
+    """Forget every caller (the clients were replaced); connections close as they go."""
+    _by_loop.clear()
