@@ -34,6 +34,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "ratelimits.middleware.RateLimitHeadersMiddleware",
+    "ratelimits.middleware.RateLimitMiddleware",
 ]
 
 ROOT_URLCONF = "project.urls"

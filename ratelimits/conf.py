@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_FLUSH_INTERVAL": 5.0,
     # Over-limit keys a worker remembers, to deny their floods without Redis (0: off).
     "LOCAL_DENIALS": 10_000,
+    # Dotted path of a view (request, exception) rendering the middleware's and the
+    # decorator's 429s, like CSRF_FAILURE_VIEW; None: JSON or text, by the Accept header.
+    "THROTTLED_VIEW": None,
     # Client networks no policy limits ("10.0.0.0/8", "2001:db8::/32"), e.g. health checks.
     "EXEMPT_NETWORKS": [],
 }

@@ -11,3 +11,16 @@ class ConfigurationError(RateLimitsError):
 
 class RedisUnavailable(RateLimitsError):
     """Redis could not answer; the original redis-py error is the ``__cause__``."""
+
+
+class Throttled(RateLimitsError):
+    """A request a policy denied: what the ``THROTTLED_VIEW`` receives as ``exception``.
+
+    ``verdict`` is the :class:`~ratelimits.engine.decision.Verdict`; ``retry_after`` the
+    whole seconds, rounded up, until the client may try again (``Retry-After``).
+    """
+
+    def __init__(self, verdict: object, retry_after: int) -> None:
+        super().__init__(f"Too many requests: try again in {retry_after} seconds.")
+        self.verdict = verdict
+        self.retry_after = retry_after

@@ -1,32 +1,95 @@
-"""Adds the RateLimit response headers for the decisions made during a request."""
+"""The plain-Django faces that sit in ``MIDDLEWARE``: the limiter and the header writer.
+
+Both are sync- and async-capable: under ASGI an async view is limited, and its headers
+written, on the event loop with no thread in between.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from ratelimits.conf import app_settings
-from ratelimits.http import headers
+from ratelimits.http import gate, headers, responses
+
+
+class RateLimitMiddleware:
+    """Apply the matching policies to every request, after URL resolution.
+
+    A policy matches by path glob, by URL name (``namespace:name``), or by the scope a
+    view carries from :func:`ratelimits.decorators.ratelimit`. Over the limit the
+    request is answered with a 429 (see :mod:`ratelimits.http.responses`) and the view
+    does not run. A DRF view under ``PolicyThrottle`` is left to it: DRF authenticates
+    first (a token's user is known only then) and its throttle decides the same
+    policies. Each policy counts a request once, whichever faces it meets.
+
+    Add ``"ratelimits.middleware.RateLimitMiddleware"`` to ``MIDDLEWARE``, below
+    ``RateLimitHeadersMiddleware`` and Django's ``AuthenticationMiddleware``.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+            # Django adapts process_view to the handler: an async one keeps it on the loop.
+            self.process_view = self.aprocess_view  # type: ignore[method-assign]
+
+    def __call__(self, request: HttpRequest) -> Any:
+        return self.get_response(request)  # a coroutine, when the chain is async
+
+    def process_view(
+        self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
+    ) -> HttpResponse | None:
+        if gate.applies_policies_itself(view_func):
+            return None
+        scope = getattr(view_func, "ratelimit_scope", None)
+        verdict = gate.check(request, scope, RateLimitMiddleware)
+        if verdict is None or verdict.allowed:
+            return None
+        return responses.throttled(request, verdict)
+
+    async def aprocess_view(
+        self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
+    ) -> HttpResponse | None:
+        """:meth:`process_view` when the chain is async."""
+        if gate.applies_policies_itself(view_func):
+            return None
+        scope = getattr(view_func, "ratelimit_scope", None)
+        verdict = await gate.acheck(request, scope, RateLimitMiddleware)
+        if verdict is None or verdict.allowed:
+            return None
+        return await responses.athrottled(request, verdict)
 
 
 class RateLimitHeadersMiddleware:
     """Put ``RateLimit-Policy`` and ``RateLimit`` on every response under a policy.
 
-    Add ``"ratelimits.middleware.RateLimitHeadersMiddleware"`` to ``MIDDLEWARE``; turn the
-    headers off with ``RATELIMITS = {"HEADERS": False}``.
+    Add ``"ratelimits.middleware.RateLimitHeadersMiddleware"`` to ``MIDDLEWARE``, above
+    ``RateLimitMiddleware``; turn the headers off with ``RATELIMITS = {"HEADERS": False}``.
     """
+
+    sync_capable = True
+    async_capable = True
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
         response = self.get_response(request)
-        decisions = headers.decisions_of(request)
-        if decisions and app_settings.HEADERS:
-            policy = headers.policy_field(decisions)
-            if policy:
-                response["RateLimit-Policy"] = policy
-                response["RateLimit"] = headers.ratelimit_field(decisions)
+        headers.write(response, headers.decisions_of(request))
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        response = await self.get_response(request)
+        headers.write(response, headers.decisions_of(request))
         return response

@@ -25,11 +25,12 @@ logger = logging.getLogger("ratelimits")
 policy_changed = Signal()
 
 #: Sent once for every request a face denies (a 429; a shadow policy never denies), by
-#: ``sender`` the face's class (``PolicyThrottle``), with keyword arguments ``request``
-#: (the request the face saw), ``decisions`` (the denying
-#: :class:`~ratelimits.engine.decision.Decision` objects), ``policy`` and ``identity``
-#: (the first denying decision's). Receivers run on the request path, so keep them quick;
-#: one that raises is logged and the request still gets its 429.
+#: ``sender`` the face: ``PolicyThrottle`` (DRF's or django-ninja's), ``RateLimitMiddleware``
+#: or ``ratelimits.decorators.ratelimit``. Keyword arguments: ``request`` (the request the
+#: face saw), ``decisions`` (the denying :class:`~ratelimits.engine.decision.Decision`
+#: objects), ``policy`` and ``identity`` (the first denying decision's). Receivers run on
+#: the request path, so keep them quick; one that raises is logged and the request still
+#: gets its 429. Async receivers are awaited on the async path.
 request_throttled = Signal()
 
 
@@ -43,18 +44,26 @@ def _announce_policy_change() -> None:
     policy_changed.send(sender=_announce_policy_change)
 
 
-def send_request_throttled(sender: type, request: Any, verdict: Verdict) -> None:
+def send_request_throttled(sender: object, request: Any, verdict: Verdict) -> None:
     """Send :data:`request_throttled` for a request ``verdict`` denies. A receiver's
     exception is logged, not raised: the request is still a 429."""
+    _log_failures(request_throttled.send_robust(sender, request=request, **_about(verdict)))
+
+
+async def asend_request_throttled(sender: object, request: Any, verdict: Verdict) -> None:
+    """:func:`send_request_throttled` from a coroutine: async receivers are awaited, sync
+    ones run in a thread, as Django's ``Signal.asend_robust`` does."""
+    sent = await request_throttled.asend_robust(sender, request=request, **_about(verdict))
+    _log_failures(sent)
+
+
+def _about(verdict: Verdict) -> dict[str, Any]:
     decisions = [decision for decision in verdict.decisions if decision.blocks]
     first = decisions[0]
-    results = request_throttled.send_robust(
-        sender,
-        request=request,
-        decisions=decisions,
-        policy=first.policy,
-        identity=first.identity,
-    )
+    return {"decisions": decisions, "policy": first.policy, "identity": first.identity}
+
+
+def _log_failures(results: list[tuple[Any, Any]]) -> None:
     for receiver, result in results:
         if isinstance(result, Exception):
             logger.error(

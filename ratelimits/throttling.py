@@ -15,6 +15,7 @@ from ratelimits.engine.limiter import decide
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.table import get_table
 from ratelimits.http import facts
+from ratelimits.http.gate import undecided
 from ratelimits.http.headers import attach_decisions
 from ratelimits.signals import send_request_throttled
 
@@ -32,11 +33,16 @@ class PolicyThrottle(BaseThrottle):
     is counted.
     """
 
+    #: Tells ``RateLimitMiddleware`` to leave this view to the throttle, which runs after
+    #: DRF's authentication (see :data:`ratelimits.http.gate.APPLIES_POLICIES`).
+    applies_ratelimits_policies = True
+
     def __init__(self) -> None:
         self.verdict: Verdict | None = None
 
     def allow_request(self, request: Any, view: Any) -> bool:
-        policies = self.get_policies(request, view)
+        # A policy another face decided for this request (the decorator) counts it once.
+        policies = undecided(request, self.get_policies(request, view))
         if not policies:
             return True
         identity_of = (

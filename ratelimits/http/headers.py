@@ -16,9 +16,10 @@ response-header middleware writes the fields from them (:func:`decisions_of`).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision
 
 #: The Django request attribute holding the decisions made for it.
@@ -36,6 +37,16 @@ def attach_decisions(request: Any, decisions: Iterable[Decision]) -> None:
 def decisions_of(request: Any) -> tuple[Decision, ...]:
     """The decisions made for ``request`` so far."""
     return getattr(request, DECISIONS_ATTRIBUTE, ())
+
+
+def write(response: Any, decisions: Sequence[Decision]) -> None:
+    """Put the two fields for ``decisions`` on ``response`` (unless ``HEADERS`` is off,
+    or no decision has known numbers)."""
+    if decisions and app_settings.HEADERS:
+        policy = policy_field(decisions)
+        if policy:
+            response["RateLimit-Policy"] = policy
+            response["RateLimit"] = ratelimit_field(decisions)
 
 
 def policy_field(decisions: Iterable[Decision]) -> str:

@@ -1,0 +1,1 @@
+"""Faces for third-party frameworks (django-ninja)."""

@@ -1,0 +1,54 @@
+"""The view decorator: :func:`ratelimit` puts one view under the policies of a scope."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import iscoroutinefunction
+
+from ratelimits.http import gate, responses
+
+View = TypeVar("View", bound=Callable[..., Any])
+
+
+def ratelimit(*, scope: str) -> Callable[[View], View]:
+    """Apply to a view the policies whose endpoint is ``scope``, as DRF's
+    ``throttle_scope`` does, and those that match its URL name or path.
+
+    Works on sync and async function views; on a class-based view through
+    ``method_decorator(ratelimit(scope=...), name="dispatch")``. Over the limit the view
+    does not run and the client gets a 429 (see :mod:`ratelimits.http.responses`). With
+    ``RateLimitMiddleware`` installed too, each policy still counts a request once::
+
+        @ratelimit(scope="signup")
+        def signup(request): ...
+    """
+    if not isinstance(scope, str) or not scope.strip():
+        raise TypeError(f"ratelimit(scope=...) needs a policy endpoint name, not {scope!r}.")
+
+    def decorate(view: View) -> View:
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def limited_async(request: Any, *args: Any, **kwargs: Any) -> Any:
+                verdict = await gate.acheck(request, scope, ratelimit)
+                if verdict is not None and not verdict.allowed:
+                    return await responses.athrottled(request, verdict)
+                return await view(request, *args, **kwargs)
+
+            limited_async.ratelimit_scope = scope  # type: ignore[attr-defined]
+            return limited_async  # type: ignore[return-value]
+
+        @functools.wraps(view)
+        def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
+            verdict = gate.check(request, scope, ratelimit)
+            if verdict is not None and not verdict.allowed:
+                return responses.throttled(request, verdict)
+            return view(request, *args, **kwargs)
+
+        limited.ratelimit_scope = scope  # type: ignore[attr-defined]
+        return limited  # type: ignore[return-value]
+
+    return decorate

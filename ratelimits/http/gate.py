@@ -1,0 +1,93 @@
+"""The one step every plain-Django face takes: the policies a view falls under, each
+decided once per request.
+
+The middleware, the decorator and the django-ninja throttle call :func:`check` (or
+:func:`acheck` from a coroutine). Policies already decided for the request, by another
+face, are left out, so a request spends one unit per policy whichever faces it meets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.functional import LazyObject, empty
+
+from ratelimits.engine.decision import Verdict
+from ratelimits.engine.limiter import adecide, decide
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.table import PolicyTable, aget_table, get_table
+from ratelimits.http import facts
+from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
+from ratelimits.signals import asend_request_throttled, send_request_throttled
+
+#: The marker a DRF throttle class carries when it applies the policies itself, after
+#: DRF's authentication: :class:`~ratelimits.throttling.PolicyThrottle`.
+APPLIES_POLICIES = "applies_ratelimits_policies"
+
+_USER_KINDS = frozenset(("user", "user_or_ip"))
+
+
+def check(request: Any, scope: str | None, sender: object) -> Verdict | None:
+    """Decide the policies ``request`` falls under that no face has decided yet;
+    ``None`` when there are none. A denial sends ``request_throttled`` from ``sender``."""
+    policies = undecided(request, _matching(request, scope, get_table()))
+    if not policies:
+        return None
+    verdict = decide(facts.checks_for(request, policies))
+    attach_decisions(request, verdict.decisions)
+    if not verdict.allowed:
+        send_request_throttled(sender, request, verdict)
+    return verdict
+
+
+async def acheck(request: Any, scope: str | None, sender: object) -> Verdict | None:
+    """:func:`check` from a coroutine: the user is loaded with ``request.auser()`` and
+    the call is made on the running loop, with no thread in between."""
+    policies = undecided(request, _matching(request, scope, await aget_table()))
+    if not policies:
+        return None
+    if any(p.key_kind in _USER_KINDS or p.overrides is not None for p in policies):
+        await _load_user(request)
+    verdict = await adecide(facts.checks_for(request, policies))
+    attach_decisions(request, verdict.decisions)
+    if not verdict.allowed:
+        await asend_request_throttled(sender, request, verdict)
+    return verdict
+
+
+def undecided(request: Any, policies: list[CompiledPolicy]) -> list[CompiledPolicy]:
+    """``policies`` without those another face already decided for ``request``."""
+    if policies:
+        made = getattr(getattr(request, "_request", request), DECISIONS_ATTRIBUTE, None)
+        if made:
+            names = {decision.policy for decision in made}
+            return [policy for policy in policies if policy.name not in names]
+    return policies
+
+
+def applies_policies_itself(view_func: Any) -> bool:
+    """True for a DRF view under ``PolicyThrottle``: it decides its policies itself, once
+    DRF has authenticated the request (a token's user is known only then)."""
+    view_class = getattr(view_func, "cls", None)  # DRF's as_view() sets it
+    if view_class is None:
+        return False
+    throttles = getattr(view_class, "throttle_classes", ())
+    return any(getattr(throttle, APPLIES_POLICIES, False) for throttle in throttles)
+
+
+def _matching(request: Any, scope: str | None, table: PolicyTable) -> list[CompiledPolicy]:
+    return table.match(
+        method=request.method,
+        path=request.path,
+        scope=scope,
+        url_name=facts.url_name(request),
+    )
+
+
+async def _load_user(request: Any) -> None:
+    """Load ``request.user`` without a thread: a lazy user is replaced by the one
+    ``request.auser()`` loads (the same user the lazy object would give)."""
+    user = request.__dict__.get("user")
+    auser = getattr(request, "auser", None)
+    if isinstance(user, LazyObject) and user._wrapped is empty and auser is not None:
+        request.user = await auser()
