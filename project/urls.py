@@ -7,4 +7,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("project.api.urls")),
     path("ratelimits/", include("ratelimits.urls")),
+    path("", include("project.pages.urls")),
 ]

@@ -37,6 +37,24 @@ DEMO_POLICIES = [
         "window": 10,
         "key": "user_or_ip",
     },
+    {
+        "name": "signin",
+        "endpoint": "login",
+        "methods": "POST",
+        "algorithm": "sliding_log",
+        "limit": 5,
+        "window": 60,
+        "key": "ip",
+        "fail_open": False,
+    },
+    {
+        "name": "hello",
+        "endpoint": "hello",
+        "algorithm": "compact_log",
+        "limit": 10,
+        "window": 60,
+        "key": "user_or_ip",
+    },
 ]
 
 #: Demo overrides: (policy name, group name, fields). The group is created if missing.
