@@ -7,14 +7,17 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from ratelimits.conf import DEFAULTS, user_settings
 from ratelimits.engine import keys
 from ratelimits.engine.store import connection, scripts
+from ratelimits.http.gate import scope_of
 
 THROTTLE_PATH = "ratelimits.throttling.PolicyThrottle"
 MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitHeadersMiddleware"
+LIMITER_MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitMiddleware"
 DJANGO_REDIS_BACKEND = "django_redis.cache.RedisCache"
 
 _POSITIVE_NUMBERS = (
@@ -143,18 +146,26 @@ def check_scripts(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 def check_installed(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     found: list[Any] = []
     rest = getattr(settings, "REST_FRAMEWORK", {}) or {}
-    if THROTTLE_PATH not in rest.get("DEFAULT_THROTTLE_CLASSES", ()):
+    middleware = list(getattr(settings, "MIDDLEWARE", ()) or ())
+    if (
+        THROTTLE_PATH not in rest.get("DEFAULT_THROTTLE_CLASSES", ())
+        and LIMITER_MIDDLEWARE_PATH not in middleware
+        and not _decorator_in_use()
+    ):
         found.append(
             Warning(
-                "PolicyThrottle is not in REST_FRAMEWORK['DEFAULT_THROTTLE_CLASSES']: "
-                "only views that list it in throttle_classes are limited.",
-                hint=f"Add '{THROTTLE_PATH}' to DEFAULT_THROTTLE_CLASSES, or silence "
-                "ratelimits.W001 if you apply it per view.",
+                "PolicyThrottle is not in REST_FRAMEWORK['DEFAULT_THROTTLE_CLASSES'], "
+                "RateLimitMiddleware is not in MIDDLEWARE and no view uses the ratelimit "
+                "decorator: only views that list PolicyThrottle in throttle_classes are "
+                "limited.",
+                hint=f"Add '{LIMITER_MIDDLEWARE_PATH}' to MIDDLEWARE, or '{THROTTLE_PATH}' "
+                "to DEFAULT_THROTTLE_CLASSES, or silence ratelimits.W001 if you apply "
+                "PolicyThrottle per view.",
                 id="ratelimits.W001",
             )
         )
     headers_on = {**DEFAULTS, **user_settings()}["HEADERS"]
-    if headers_on and MIDDLEWARE_PATH not in getattr(settings, "MIDDLEWARE", ()):
+    if headers_on and MIDDLEWARE_PATH not in middleware:
         found.append(
             Warning(
                 "RATELIMITS['HEADERS'] is on but the header middleware is not installed, so "
@@ -164,7 +175,64 @@ def check_installed(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="ratelimits.W002",
             )
         )
+    if (
+        MIDDLEWARE_PATH in middleware
+        and LIMITER_MIDDLEWARE_PATH in middleware
+        and middleware.index(MIDDLEWARE_PATH) > middleware.index(LIMITER_MIDDLEWARE_PATH)
+    ):
+        found.append(
+            Warning(
+                "RateLimitHeadersMiddleware is below RateLimitMiddleware in MIDDLEWARE: a "
+                "response passes the header middleware before RateLimitMiddleware, so the "
+                "decisions RateLimitMiddleware makes on its way out would miss the "
+                "RateLimit headers.",
+                hint=f"Move '{MIDDLEWARE_PATH}' above '{LIMITER_MIDDLEWARE_PATH}'.",
+                id="ratelimits.W004",
+            )
+        )
     return found
+
+
+@register()
+def check_throttled_view(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    path = user_settings().get("THROTTLED_VIEW")
+    if path is None:
+        return []
+    problem = None
+    if not isinstance(path, str) or not path:
+        problem = "must be the dotted path of a view, such as 'myapp.views.throttled'"
+    else:
+        try:
+            view = import_string(path)
+        except ImportError as e:
+            problem = f"cannot import {path!r} ({e})"
+        else:
+            if not callable(view):
+                problem = f"{path!r} is not callable"
+    if problem is None:
+        return []
+    return [
+        Error(
+            f"RATELIMITS['THROTTLED_VIEW'] {problem}.",
+            hint="Name a view taking (request, exception), like CSRF_FAILURE_VIEW.",
+            id="ratelimits.E006",
+        )
+    ]
+
+
+def _decorator_in_use() -> bool:
+    """True when a view in the URLconf carries the ratelimit decorator."""
+    try:
+        patterns = list(get_resolver().url_patterns)
+    except Exception:  # a broken URLconf is Django's own check to report
+        return False
+    while patterns:
+        pattern = patterns.pop()
+        if isinstance(pattern, URLResolver):
+            patterns.extend(pattern.url_patterns)
+        elif scope_of(pattern.callback) is not None:
+            return True
+    return False
 
 
 def _is_django_redis(backend: str) -> bool:

@@ -47,8 +47,7 @@ class RateLimitMiddleware:
     ) -> HttpResponse | None:
         if gate.applies_policies_itself(view_func):
             return None
-        scope = getattr(view_func, "ratelimit_scope", None)
-        verdict = gate.check(request, scope, RateLimitMiddleware)
+        verdict = gate.check(request, gate.scope_of(view_func), RateLimitMiddleware)
         if verdict is None or verdict.allowed:
             return None
         return responses.throttled(request, verdict)
@@ -59,8 +58,7 @@ class RateLimitMiddleware:
         """:meth:`process_view` when the chain is async."""
         if gate.applies_policies_itself(view_func):
             return None
-        scope = getattr(view_func, "ratelimit_scope", None)
-        verdict = await gate.acheck(request, scope, RateLimitMiddleware)
+        verdict = await gate.acheck(request, gate.scope_of(view_func), RateLimitMiddleware)
         if verdict is None or verdict.allowed:
             return None
         return await responses.athrottled(request, verdict)

@@ -12,7 +12,12 @@ from django.core.checks import ERROR, WARNING, CheckMessage, run_checks
 from django.test import override_settings
 from django_redis.cache import RedisCache
 
-from ratelimits.checks import MIDDLEWARE_PATH, THROTTLE_PATH, check_cache
+from ratelimits.checks import (
+    LIMITER_MIDDLEWARE_PATH,
+    MIDDLEWARE_PATH,
+    THROTTLE_PATH,
+    check_cache,
+)
 from ratelimits.engine.store import scripts
 from tests.helpers import ratelimits_settings
 
@@ -165,13 +170,66 @@ def test_a_django_redis_subclass_is_accepted() -> None:
         assert ratelimits_messages() == []
 
 
-def test_throttle_not_installed_is_w001() -> None:
+def without_limiter_middleware() -> list[str]:
+    middleware = [m for m in settings.MIDDLEWARE if m != LIMITER_MIDDLEWARE_PATH]
+    assert len(middleware) == len(settings.MIDDLEWARE) - 1
+    return middleware
+
+
+def test_no_face_installed_is_w001() -> None:
     rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_CLASSES": []}
-    with override_settings(REST_FRAMEWORK=rest):
+    with override_settings(REST_FRAMEWORK=rest, MIDDLEWARE=without_limiter_middleware()):
         messages = ratelimits_messages()
     assert ids(messages) == ["ratelimits.W001"]
     assert messages[0].level == WARNING
     assert THROTTLE_PATH in (messages[0].hint or "")
+    assert LIMITER_MIDDLEWARE_PATH in (messages[0].hint or "")
+
+
+def test_the_middleware_alone_silences_w001() -> None:
+    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_CLASSES": []}
+    with override_settings(REST_FRAMEWORK=rest):
+        assert ratelimits_messages() == []
+
+
+def test_a_decorated_view_silences_w001() -> None:
+    rest = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_CLASSES": []}
+    middleware = without_limiter_middleware()
+    with override_settings(REST_FRAMEWORK=rest, MIDDLEWARE=middleware):
+        assert ids(ratelimits_messages()) == ["ratelimits.W001"]  # the demo's URLconf
+        with override_settings(ROOT_URLCONF="tests.faces.urls"):  # decorated views
+            assert ratelimits_messages() == []
+
+
+def test_header_middleware_below_the_limiter_is_w004() -> None:
+    middleware = [m for m in settings.MIDDLEWARE if m != MIDDLEWARE_PATH] + [MIDDLEWARE_PATH]
+    assert middleware.index(MIDDLEWARE_PATH) > middleware.index(LIMITER_MIDDLEWARE_PATH)
+    with override_settings(MIDDLEWARE=middleware):
+        message = only(ratelimits_messages(), "ratelimits.W004")
+    assert message.level == WARNING
+    assert "above" in (message.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("tests.test_checks.no_such_view", "cannot import"),
+        ("tests.test_checks.ALL_PARTS", "is not callable"),
+        ("", "dotted path"),
+        (42, "dotted path"),
+    ],
+)
+def test_a_bad_throttled_view_is_e006(value: Any, reason: str) -> None:
+    with override_settings(RATELIMITS=ratelimits_settings(THROTTLED_VIEW=value)):
+        message = only(ratelimits_messages(), "ratelimits.E006")
+    assert message.level == ERROR
+    assert reason in message.msg
+
+
+def test_an_importable_throttled_view_is_fine() -> None:
+    view = "tests.faces.test_responses.custom_throttled"
+    with override_settings(RATELIMITS=ratelimits_settings(THROTTLED_VIEW=view)):
+        assert ratelimits_messages() == []
 
 
 def test_throttle_in_a_tuple_counts_as_installed() -> None:

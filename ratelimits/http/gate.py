@@ -65,6 +65,17 @@ def undecided(request: Any, policies: list[CompiledPolicy]) -> list[CompiledPoli
     return policies
 
 
+def scope_of(view_func: Any) -> str | None:
+    """The scope :func:`ratelimits.decorators.ratelimit` gave a view: a function view's,
+    or a class-based view's ``dispatch`` (through ``method_decorator``)."""
+    scope = getattr(view_func, "ratelimit_scope", None)
+    if scope is None:
+        view_class = getattr(view_func, "view_class", None)
+        if view_class is not None:
+            scope = getattr(getattr(view_class, "dispatch", None), "ratelimit_scope", None)
+    return scope
+
+
 def applies_policies_itself(view_func: Any) -> bool:
     """True for a DRF view under ``PolicyThrottle``: it decides its policies itself, once
     DRF has authenticated the request (a token's user is known only then)."""

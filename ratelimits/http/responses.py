@@ -11,6 +11,7 @@ added to what it returns when it leaves them out.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -21,8 +22,10 @@ from django.utils.module_loading import import_string
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Verdict
-from ratelimits.exceptions import ConfigurationError, Throttled
+from ratelimits.exceptions import Throttled
 from ratelimits.http import headers
+
+logger = logging.getLogger("ratelimits")
 
 STATUS = 429
 
@@ -77,20 +80,22 @@ def prefers_json(accept: str) -> bool:
 
 
 def throttled_view() -> Callable[..., Any] | None:
-    """The ``THROTTLED_VIEW`` callable, or ``None`` for the built-in response."""
+    """The ``THROTTLED_VIEW`` callable, or ``None`` for the built-in response (also when
+    the setting cannot be used: that is logged, and system check ``E006`` reports it)."""
     path = app_settings.THROTTLED_VIEW
     return _import_view(path) if path else None
 
 
 @functools.cache
-def _import_view(path: str) -> Callable[..., Any]:
+def _import_view(path: str) -> Callable[..., Any] | None:
     try:
         view = import_string(path)
     except ImportError as e:
-        message = f"RATELIMITS['THROTTLED_VIEW']: cannot import {path!r} ({e})."
-        raise ConfigurationError(message) from e
+        logger.error("ratelimits: THROTTLED_VIEW %r cannot be imported (%s).", path, e)
+        return None
     if not callable(view):
-        raise ConfigurationError(f"RATELIMITS['THROTTLED_VIEW']: {path!r} is not callable.")
+        logger.error("ratelimits: THROTTLED_VIEW %r is not callable.", path)
+        return None
     return view  # type: ignore[no-any-return]
 
 
