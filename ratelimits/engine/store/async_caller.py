@@ -4,8 +4,10 @@ The twin of :mod:`ratelimits.engine.store.caller`: the same bytes
 (:mod:`ratelimits.engine.store.commands`), the same recovery plan for a server that lost
 the code, the same mode per server (a server found without Functions is called by
 ``EVALSHA`` from both paths). Only the sending differs: coroutines of one event loop
-share that loop's idle connections to a server, each call taking one for the length of
-its exchange, so concurrent requests never interleave on a socket.
+share at most :data:`MAX_CONNECTIONS` connections to a server, each call taking one for
+the length of its exchange, so concurrent requests never interleave on a socket. A call
+that finds them all busy waits for one, at most the socket timeout, and then fails like
+a slow server (the policy's fail mode).
 
 The connections are made from the sync pool's settings (host, port, database,
 credentials, TLS and the short timeouts); a Sentinel-managed pool's primary is looked up
@@ -32,8 +34,11 @@ from ratelimits.engine.store.commands import DecideCall, Recovery
 
 logger = logging.getLogger("ratelimits")
 
-#: Idle connections a loop keeps per server; busier moments open more and close them.
-MAX_IDLE = 32
+#: Connections one event loop opens to one server, at most. A call takes about a tenth
+#: of a millisecond of the server's time: a few connections serve a busy worker, and a
+#: burst of requests does not open a connection each (whose connects would then race
+#: the timeout).
+MAX_CONNECTIONS = 16
 
 #: The sync pool's connection settings an async connection takes over.
 _CARRIED = (
@@ -67,28 +72,44 @@ class AsyncCaller:
         self.pool = pool
         #: Shared with the sync path: what the server showed it runs (FUNCTION or SCRIPT).
         self.shared = caller.for_pool(pool)
-        self._idle: list[aconnection.AbstractConnection] = []
+        self._idle: asyncio.Queue[aconnection.AbstractConnection] = asyncio.Queue()
+        self._opened = 0
         self._make = _connection_factory(pool)
+        self._wait = float(pool.connection_kwargs.get("socket_timeout") or 1.0)
 
     async def call(self, call: DecideCall) -> Any:
         """The reply to ``call``; redis-py's errors are raised."""
         if self._make is None:  # a connection class of its own: the sync caller, off the loop
             return await asyncio.to_thread(self.shared.call, call)
-        idle = self._idle
-        if idle:
-            connection = idle.pop()
+        connection = await self._take()
+        try:
+            if not connection.is_connected:
+                return await self._exchange(connection, call)
             try:
-                reply = await self._exchange(connection, call)
+                return await self._exchange(connection, call)
             except redis.ConnectionError:  # closed while idle, most likely: once more
-                reply = await self._exchange(connection, call)
-        else:
-            connection = await self._make()
-            reply = await self._exchange(connection, call)
-        if len(idle) < MAX_IDLE:
-            idle.append(connection)
-        else:
-            await connection.disconnect()
-        return reply
+                return await self._exchange(connection, call)
+        finally:
+            self._idle.put_nowait(connection)  # closed on failure: it reconnects when next used
+
+    async def _take(self) -> aconnection.AbstractConnection:
+        """An idle connection, a new one while fewer than :data:`MAX_CONNECTIONS` are
+        open, or the first one given back within the socket timeout."""
+        idle = self._idle
+        if not idle.empty():
+            return idle.get_nowait()
+        if self._opened < MAX_CONNECTIONS:
+            self._opened += 1
+            try:
+                return await self._make()  # type: ignore[misc]
+            except BaseException:
+                self._opened -= 1
+                raise
+        try:
+            return await asyncio.wait_for(idle.get(), self._wait)
+        except TimeoutError:
+            message = f"all {MAX_CONNECTIONS} connections to Redis stayed busy for {self._wait} s"
+            raise redis.TimeoutError(message) from None
 
     async def _exchange(self, connection: aconnection.AbstractConnection, call: DecideCall) -> Any:
         """Send ``call`` and read its reply, recovering a missing code. Any failure but an

