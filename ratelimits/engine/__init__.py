@@ -1,14 +1,16 @@
 """The engine: (policies, identities) -> decisions, in one Redis call per request.
 
 Everything here is free of DRF, django-ninja, the admin, HTTP requests and the command;
-the faces (:mod:`ratelimits.throttling`, :mod:`ratelimits.middleware`, the admin, the
+the faces (:mod:`ratelimits.throttling`, :mod:`ratelimits.middleware`,
+:mod:`ratelimits.decorators`, :mod:`ratelimits.contrib.ninja`, the admin, the
 ``ratelimits`` command, Prometheus) sit on top. The entry points, importable from here:
 
 - :func:`decide` decides one request's :class:`Check`\\ s, all or nothing, and records
-  them; :func:`peek` looks without recording. Both return a :class:`Verdict` of
-  :class:`Decision`\\ s.
+  them; :func:`adecide` is its twin for coroutines; :func:`peek` looks without
+  recording. They return a :class:`Verdict` of :class:`Decision`\\ s.
 - :func:`get_table` is this process's policy table (:class:`PolicyTable`, of
-  :class:`CompiledPolicy`), reloaded when a change is announced.
+  :class:`CompiledPolicy`), reloaded when a change is announced; :func:`aget_table`
+  returns it from a coroutine.
 
 The modules, bottom up: ``store/`` (the Redis client, its circuit breakers, the Lua
 files), :mod:`~.keys` and :mod:`~.identity` (key names, who is counted),
@@ -20,9 +22,9 @@ through this package.
 """
 
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.limiter import decide, peek
+from ratelimits.engine.limiter import adecide, decide, peek
 from ratelimits.engine.policy import Check, CompiledPolicy
-from ratelimits.engine.table import PolicyTable, get_table
+from ratelimits.engine.table import PolicyTable, aget_table, get_table
 
 __all__ = [
     "Check",
@@ -30,6 +32,8 @@ __all__ = [
     "Decision",
     "PolicyTable",
     "Verdict",
+    "adecide",
+    "aget_table",
     "decide",
     "get_table",
     "peek",
