@@ -72,10 +72,14 @@ class AsyncCaller:
         self.pool = pool
         #: Shared with the sync path: what the server showed it runs (FUNCTION or SCRIPT).
         self.shared = caller.for_pool(pool)
-        self._idle: asyncio.Queue[aconnection.AbstractConnection] = asyncio.Queue()
-        self._opened = 0
         self._make = _connection_factory(pool)
         self._wait = float(pool.connection_kwargs.get("socket_timeout") or 1.0)
+        # Last in, first out: a busy loop reuses its warm connections. ``None`` is a slot
+        # for a connection not open yet (or closed after a failure: the next call makes a
+        # new one, so a Sentinel-managed pool looks up the primary again).
+        self._free: asyncio.LifoQueue[aconnection.AbstractConnection | None] = asyncio.LifoQueue()
+        for _ in range(MAX_CONNECTIONS):
+            self._free.put_nowait(None)
 
     async def call(self, call: DecideCall) -> Any:
         """The reply to ``call``; redis-py's errors are raised."""
@@ -88,28 +92,30 @@ class AsyncCaller:
             try:
                 return await self._exchange(connection, call)
             except redis.ConnectionError:  # closed while idle, most likely: once more
+                connection = await self._make()
                 return await self._exchange(connection, call)
         finally:
-            self._idle.put_nowait(connection)  # closed on failure: it reconnects when next used
+            self._free.put_nowait(connection if connection.is_connected else None)
 
     async def _take(self) -> aconnection.AbstractConnection:
-        """An idle connection, a new one while fewer than :data:`MAX_CONNECTIONS` are
-        open, or the first one given back within the socket timeout."""
-        idle = self._idle
-        if not idle.empty():
-            return idle.get_nowait()
-        if self._opened < MAX_CONNECTIONS:
-            self._opened += 1
-            try:
-                return await self._make()  # type: ignore[misc]
-            except BaseException:
-                self._opened -= 1
-                raise
+        """A free connection (made now if its slot has none), or the first one given
+        back within the socket timeout."""
+        free = self._free
         try:
-            return await asyncio.wait_for(idle.get(), self._wait)
-        except TimeoutError:
-            message = f"all {MAX_CONNECTIONS} connections to Redis stayed busy for {self._wait} s"
-            raise redis.TimeoutError(message) from None
+            found = free.get_nowait()
+        except asyncio.QueueEmpty:
+            try:
+                found = await asyncio.wait_for(free.get(), self._wait)
+            except TimeoutError:
+                message = f"all {MAX_CONNECTIONS} connections to Redis stayed busy {self._wait} s"
+                raise redis.TimeoutError(message) from None
+        if found is None:
+            try:
+                found = await self._make()  # type: ignore[misc]
+            except BaseException:
+                free.put_nowait(None)
+                raise
+        return found  # type: ignore[no-any-return]
 
     async def _exchange(self, connection: aconnection.AbstractConnection, call: DecideCall) -> Any:
         """Send ``call`` and read its reply, recovering a missing code. Any failure but an

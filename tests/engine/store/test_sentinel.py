@@ -3,6 +3,7 @@ replica and one sentinel, all started here on 127.0.0.1; then a failover."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from asgiref.sync import async_to_sync, sync_to_async
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 
 from ratelimits.engine.store import connection
@@ -73,12 +75,8 @@ def test_the_limiter_reaches_the_primary_through_the_sentinel_with_its_own_timeo
     assert primary.client().exists("rl:{ip:203.0.113.7}:items:log")
 
 
-def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel_site):
-    primary, replica, sentinel = sentinel_site
-    Policy.objects.create(
-        name="items", endpoint="api:items", algorithm="sliding_log", limit=2, window=60, key="ip"
-    )
-    assert item_statuses(client, "203.0.113.7", 3) == [200, 200, 429]
+def fail_over(primary: RedisServer, replica: RedisServer, sentinel: RedisSentinel) -> None:
+    """Make the sentinel promote ``replica``, and wait until ``primary`` is demoted."""
     deadline = time.monotonic() + 20
     while True:  # the sentinel refuses (NOGOODSLAVE) until it has vetted the replica
         try:
@@ -95,6 +93,15 @@ def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel
     while primary.client().info("replication")["role"] != "slave":
         assert time.monotonic() < deadline, "the old primary was never demoted"
         time.sleep(0.1)
+
+
+def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel_site):
+    primary, replica, sentinel = sentinel_site
+    Policy.objects.create(
+        name="items", endpoint="api:items", algorithm="sliding_log", limit=2, window=60, key="ip"
+    )
+    assert item_statuses(client, "203.0.113.7", 3) == [200, 200, 429]
+    fail_over(primary, replica, sentinel)
     seen: list[int] = []
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -107,3 +114,36 @@ def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel
     assert seen[-3:] == [200, 200, 429], seen
     assert replica.client().exists("rl:{ip:198.51.100.9}:items:log")
     assert replica.client().info("replication")["role"] == "master"
+
+
+def test_the_async_path_follows_the_failover_on_held_connections(async_client, sentinel_site):
+    """An async view under RateLimitMiddleware, all requests on one event loop: its held
+    connections to the old primary are given up, and the new primary looked up."""
+    primary, replica, sentinel = sentinel_site
+    Policy.objects.create(
+        name="hello",
+        endpoint="hello",
+        algorithm="sliding_log",
+        limit=2,
+        window=60,
+        key="header:X-Client",  # the ASGI test client's address is always 127.0.0.1
+    )
+
+    async def statuses(who: str) -> list[int]:
+        headers = {"X-Client": who}
+        return [(await async_client.get("/hello/", headers=headers)).status_code for _ in "abc"]
+
+    async def scenario() -> list[int]:
+        assert await statuses("before") == [200, 200, 429]
+        await sync_to_async(fail_over)(primary, replica, sentinel)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            seen = await statuses("after")
+            if seen == [200, 200, 429]:
+                return seen
+            await async_client.get("/hello/", headers={"X-Client": "traffic"})
+            await asyncio.sleep(0.1)
+        return seen
+
+    assert async_to_sync(scenario)() == [200, 200, 429]
+    assert [key for key in replica.client().scan_iter("rl:*:hello:log")]
