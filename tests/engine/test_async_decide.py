@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from ratelimits.engine import limiter
+from ratelimits.engine.decision import Verdict
 from ratelimits.engine.policy import Check
-from ratelimits.engine.store import async_caller
-from tests.helpers import policy, wait_clear_of_window_boundary
+from ratelimits.engine.store import async_caller, connection
+from tests.helpers import policy, ratelimits_settings, wait_clear_of_window_boundary
 
 on_server_and_cluster = pytest.mark.usefixtures("backend")
 
@@ -35,18 +36,21 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 @on_server_and_cluster
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_concurrent_coroutines_admit_exactly_the_limit(loop, algorithm):
+def test_concurrent_coroutines_admit_exactly_the_limit(loop, algorithm, settings, backend):
+    # A loaded test machine may take longer than 100 ms to connect while 200 coroutines
+    # run: that would be the fail mode, working. Exactness is what is tested here.
+    settings.RATELIMITS = ratelimits_settings(SOCKET_TIMEOUT=2.0)
+    assert connection.is_cluster(connection.get_client()) == (backend == "cluster")
     wait_clear_of_window_boundary(60)
     checked = policy(algorithm, LIMIT, 60, name="burst")
     checks = [Check(checked, "ip:203.0.113.9")]
 
-    async def burst() -> list[bool]:
-        verdicts = await asyncio.gather(*(limiter.adecide(checks) for _ in range(CONCURRENT)))
-        return [verdict.allowed for verdict in verdicts]
+    async def burst() -> list[Verdict]:
+        return await asyncio.gather(*(limiter.adecide(checks) for _ in range(CONCURRENT)))
 
-    admitted = loop.run_until_complete(burst())
-    assert admitted.count(True) == LIMIT
-    assert not any(d.failed for d in limiter.decide(checks, record=False).decisions)
+    verdicts = loop.run_until_complete(burst())
+    assert not any(v.decisions[0].failed for v in verdicts)
+    assert [v.allowed for v in verdicts].count(True) == LIMIT
 
 
 @on_server_and_cluster

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -143,11 +144,17 @@ def test_overrides_keep_one_round_trip_and_no_query_per_request(alice, redis_cli
         PolicyOverride.objects.create(policy=policy, group=partners, limit=200)
         if key == "ip":
             PolicyOverride.objects.create(policy=policy, identity="203.0.113.0/24", limit=300)
-    request = RequestFactory().get("/api/items/", REMOTE_ADDR="203.0.113.7")
-    request.user = User.objects.get(pk=alice.pk)
+    user = User.objects.get(pk=alice.pk)
+
+    def new_request() -> Any:
+        request = RequestFactory().get("/api/items/", REMOTE_ADDR="203.0.113.7")
+        request.user = user
+        request.resolver_match = type("Match", (), {"view_name": "api:items"})()
+        return request
+
     view = type("View", (), {"throttle_scope": None})()
-    request.resolver_match = type("Match", (), {"view_name": "api:items"})()
-    PolicyThrottle().allow_request(request, view)  # warm: the table and the group members
+    PolicyThrottle().allow_request(new_request(), view)  # warm: the table, the group members
+    request = new_request()
     before = decide_calls(redis_client)
     with CaptureQueriesContext(connection) as queries:
         throttle = PolicyThrottle()
