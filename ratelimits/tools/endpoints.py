@@ -66,7 +66,7 @@ def _is_name(value: object) -> bool:
 def _ninja_operations(callback: Any) -> list[Any]:
     """The django-ninja operations behind a URL pattern's view (none for another view, and
     whenever django-ninja is not loaded). Its path views serve a closure over themselves
-    (django-ninja 1.4+) or a bound method (earlier)."""
+    (django-ninja 1.5+) or a bound method (earlier)."""
     if "ninja" not in sys.modules:
         return []
     holders = [getattr(callback, "__self__", None)]
