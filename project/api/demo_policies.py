@@ -55,6 +55,14 @@ DEMO_POLICIES = [
         "window": 60,
         "key": "user_or_ip",
     },
+    {
+        "name": "ninja-items",
+        "endpoint": "ninja:items",
+        "algorithm": "fixed_window",
+        "limit": 10,
+        "window": 10,
+        "key": "user_or_ip",
+    },
 ]
 
 #: Demo overrides: (policy name, group name, fields). The group is created if missing.

@@ -16,7 +16,7 @@ DATALIST_ID = "ratelimits-endpoint-suggestions"
 
 
 class EndpointInput(forms.TextInput):
-    """A text input with the project's URL names and throttle scopes as suggestions."""
+    """A text input with the project's URL names and scopes as suggestions."""
 
     def __init__(self, attrs: dict[str, Any] | None = None) -> None:
         super().__init__({"list": DATALIST_ID, "autocomplete": "off", "size": 40, **(attrs or {})})

@@ -1,12 +1,17 @@
-"""What a policy's ``endpoint`` can name in this project: URL names and DRF throttle scopes.
+"""What a policy's ``endpoint`` can name in this project: URL names (plain Django views
+and django-ninja operations alike) and scopes (DRF's ``throttle_scope``, the
+``ratelimit(scope=...)`` decorator's, django-ninja's ``PolicyThrottle(scope=...)``).
 
-Used by the admin to suggest values; a path glob can always be typed instead.
+Used by the admin to suggest values; a path glob can always be typed instead. django-ninja
+is never imported here: its operations are looked for only when the URLconf loaded it.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -22,21 +27,60 @@ class Suggestion:
 
 
 def suggestions(urlconf: str | None = None) -> list[Suggestion]:
-    """URL names (``api:login``) and ``throttle_scope`` values found in the URLconf."""
+    """URL names (``api:login``, ``login``, ``ninja:items``), then the scopes found in the
+    URLconf (``throttle_scope``, ``ratelimit(scope=...)``, ``PolicyThrottle(scope=...)``)."""
     names: dict[str, str] = {}
     scopes: dict[str, str] = {}
     for namespaces, route, pattern in _walk(get_resolver(urlconf).url_patterns, (), ""):
+        callback = pattern.callback
+        operations = _ninja_operations(callback)
         if pattern.name:
-            names.setdefault(":".join((*namespaces, pattern.name)), f"URL name of /{route}")
-        view_class = getattr(pattern.callback, "cls", None) or getattr(
-            pattern.callback, "view_class", None
-        )
+            name = ":".join((*namespaces, pattern.name))
+            if operations:
+                names.setdefault(name, f"django-ninja {_methods(operations)} /{route}")
+            else:
+                names.setdefault(name, f"URL name of /{route}")
+        view_class = getattr(callback, "cls", None) or getattr(callback, "view_class", None)
         scope = getattr(view_class, "throttle_scope", None)
-        if isinstance(scope, str) and scope:
+        if _is_name(scope):
             scopes.setdefault(scope, f"throttle_scope of {view_class.__name__}")
+        scope = getattr(callback, "ratelimit_scope", None)  # the decorator's, on the view
+        if _is_name(scope):
+            view_name = getattr(view_class or callback, "__name__", f"/{route}")
+            scopes.setdefault(scope, f"ratelimit(scope=...) on {view_name}")
+        for operation in operations:
+            for throttle in getattr(operation, "throttle_objects", None) or ():
+                scope = getattr(throttle, "ratelimit_scope", None)
+                if _is_name(scope):
+                    where = f"{_methods([operation])} /{route}"
+                    scopes.setdefault(scope, f"{type(throttle).__name__}(scope=...) on {where}")
     found = [Suggestion(value, label) for value, label in sorted(names.items())]
     found += [Suggestion(value, label) for value, label in sorted(scopes.items())]
     return found
+
+
+def _is_name(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _ninja_operations(callback: Any) -> list[Any]:
+    """The django-ninja operations behind a URL pattern's view (none for another view, and
+    whenever django-ninja is not loaded). Its path views serve a closure over themselves
+    (django-ninja 1.5+) or a bound method (earlier)."""
+    if "ninja" not in sys.modules:
+        return []
+    holders = [getattr(callback, "__self__", None)]
+    holders += [cell.cell_contents for cell in getattr(callback, "__closure__", None) or ()]
+    for holder in holders:
+        if type(holder).__module__.startswith("ninja."):
+            operations = getattr(holder, "operations", None)
+            if isinstance(operations, list):
+                return operations
+    return []
+
+
+def _methods(operations: Iterable[Any]) -> str:
+    return ", ".join(method for operation in operations for method in operation.methods)
 
 
 def _walk(

@@ -1,0 +1,288 @@
+"""The django-ninja face, ``ratelimits.contrib.ninja.PolicyThrottle``, through the Django
+test client, against the real Redis the test run starts."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings as django_settings
+from django.test import AsyncClient
+from django.test.client import RequestFactory
+from django.urls import resolve
+
+from project.api.demo_policies import DEMO_POLICIES
+from ratelimits.contrib.ninja import PolicyThrottle
+from ratelimits.models import Policy
+from ratelimits.signals import request_throttled
+from tests.helpers import create_policy, decide_calls, wait_clear_of_window_boundary
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.ninja_urls")]
+
+BASE = "/ninja-test"
+LIMITER = "ratelimits.middleware.RateLimitMiddleware"
+#: django-ninja's own 429 body (RateLimitMiddleware's is another): the throttle answered.
+NINJA_429 = {"detail": "Too many requests."}
+
+
+@pytest.fixture
+def without_middleware(settings: Any) -> None:
+    """The site without RateLimitMiddleware (the header middleware stays): only the
+    throttle limits."""
+    assert LIMITER in settings.MIDDLEWARE
+    settings.MIDDLEWARE = [name for name in settings.MIDDLEWARE if name != LIMITER]
+
+
+@pytest.fixture
+def throttled_senders() -> Any:
+    """The senders of ``request_throttled``, in order."""
+    senders: list[object] = []
+
+    def receiver(sender: object, **kwargs: Any) -> None:
+        senders.append(sender)
+
+    request_throttled.connect(receiver)
+    yield senders
+    request_throttled.disconnect(receiver)
+
+
+def statuses(client: Any, url: str, n: int, **extra: Any) -> list[int]:
+    return [client.get(url, **extra).status_code for _ in range(n)]
+
+
+def remaining(response: Any, policy: str) -> int:
+    """``r`` of ``policy`` in the response's ``RateLimit`` field."""
+    for member in response["RateLimit"].split(", "):
+        name, *params = member.split(";")
+        if name == f'"{policy}"':
+            return int(dict(param.split("=") for param in params)["r"])
+    raise AssertionError(f"{policy} not in {response['RateLimit']!r}")
+
+
+def assert_ninja_429(
+    response: Any, policy: str, limit: int, window: int, *, soonest: int | None = None
+) -> None:
+    """django-ninja's 429, with ``Retry-After`` (``window`` rounded up, unless ``soonest``
+    allows less) and the RateLimit fields."""
+    assert response.status_code == 429
+    assert json.loads(response.content) == NINJA_429
+    soonest = window - 1 if soonest is None else soonest
+    assert soonest <= int(response["Retry-After"]) <= window
+    assert f'"{policy}";q={limit};w={window}' in response["RateLimit-Policy"]
+    assert remaining(response, policy) == 0
+
+
+# --- the API-level throttle ----------------------------------------------------------------
+
+
+def test_the_limit_then_a_429_with_retry_after_and_ratelimit_fields(client, without_middleware):
+    create_policy("plain", "faces-ninja:plain", limit=3, window=60)
+    allowed = [client.get(f"{BASE}/plain") for _ in range(3)]
+    assert [r.status_code for r in allowed] == [200, 200, 200]
+    assert [remaining(r, "plain") for r in allowed] == [2, 1, 0]
+    assert all(r["RateLimit-Policy"] == '"plain";q=3;w=60' for r in allowed)
+    assert_ninja_429(client.get(f"{BASE}/plain"), "plain", 3, 60)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["faces-ninja:plain", f"{BASE}/plain", f"{BASE}/*"],
+    ids=["url_name", "path", "glob"],
+)
+def test_a_policy_matches_by_url_name_path_or_glob(client, without_middleware, endpoint):
+    create_policy("p", endpoint, limit=1)
+    assert statuses(client, f"{BASE}/plain", 3) == [200, 429, 429]
+
+
+def test_an_operation_no_policy_matches_is_not_limited(client, without_middleware):
+    create_policy("other", "faces-ninja:scoped", limit=1)
+    responses = [client.get(f"{BASE}/plain") for _ in range(4)]
+    assert [r.status_code for r in responses] == [200] * 4
+    assert all("RateLimit" not in r for r in responses)
+    assert statuses(client, f"{BASE}/scoped", 2) == [200, 429]
+
+
+def test_request_throttled_is_sent_by_the_ninja_throttle(
+    client, without_middleware, throttled_senders
+):
+    create_policy("plain", "faces-ninja:plain", limit=2)
+    assert statuses(client, f"{BASE}/plain", 4) == [200, 200, 429, 429]
+    assert throttled_senders == [PolicyThrottle, PolicyThrottle]
+
+
+def test_methods_restrict_a_policy(client, without_middleware):
+    create_policy("posts", "faces-ninja:plain", limit=1, methods="POST")
+    create_policy("gets", "faces-ninja:plain", limit=2, methods="GET")
+    responses = [client.get(f"{BASE}/plain") for _ in range(3)]
+    assert [r.status_code for r in responses] == [200, 200, 429]
+    assert all('"posts"' not in r["RateLimit-Policy"] for r in responses)
+
+
+# --- scopes: one operation, one router ------------------------------------------------------
+
+
+def test_an_operation_scope_applies_its_policies(client, throttled_senders):
+    # RateLimitMiddleware (installed) cannot see the scope: only the throttle applies it.
+    create_policy("scoped", "scoped", limit=2)
+    assert statuses(client, f"{BASE}/scoped", 2) == [200, 200]
+    assert_ninja_429(client.get(f"{BASE}/scoped"), "scoped", 2, 60)
+    assert throttled_senders == [PolicyThrottle]
+
+
+def test_a_scope_applies_only_where_it_is_given(client):
+    create_policy("scoped", "scoped", limit=1)
+    assert statuses(client, f"{BASE}/plain", 3) == [200, 200, 200]
+    assert statuses(client, f"{BASE}/scoped", 2) == [200, 429]
+
+
+def test_a_router_scope_covers_every_operation_of_the_router(client):
+    create_policy("routed", "routed", limit=3)
+    assert statuses(client, f"{BASE}/router/a", 2) == [200, 200]
+    assert client.get(f"{BASE}/router/b").status_code == 200
+    assert_ninja_429(client.get(f"{BASE}/router/b"), "routed", 3, 60)
+    assert client.get(f"{BASE}/router/a").status_code == 429
+    # The router's throttle replaces the API's; other operations are not in the scope.
+    assert statuses(client, f"{BASE}/plain", 2) == [200, 200]
+
+
+def test_a_bad_scope_is_refused():
+    with pytest.raises(TypeError, match="policy endpoint name"):
+        PolicyThrottle(scope=" ")
+    assert PolicyThrottle(scope="x").ratelimit_scope == "x"
+
+
+# --- once per policy per request, with RateLimitMiddleware ----------------------------------
+
+
+def test_with_the_middleware_a_request_spends_one_unit_per_policy(client, redis_client):
+    assert LIMITER in django_settings.MIDDLEWARE
+    create_policy("plain", "faces-ninja:plain", limit=5)
+    calls = decide_calls(redis_client)
+    responses = [client.get(f"{BASE}/plain") for _ in range(3)]
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    assert [remaining(r, "plain") for r in responses] == [4, 3, 2]
+    assert decide_calls(redis_client) - calls == 3  # the middleware's: none by the throttle
+    assert statuses(client, f"{BASE}/plain", 3) == [200, 200, 429]
+
+
+def test_the_middleware_and_the_throttle_each_decide_their_own_policies(
+    client, redis_client, throttled_senders
+):
+    create_policy("by-name", "faces-ninja:scoped", limit=5)  # the middleware's
+    create_policy("by-scope", "scoped", limit=3)  # only the throttle sees the scope
+    calls = decide_calls(redis_client)
+    responses = [client.get(f"{BASE}/scoped") for _ in range(3)]
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    assert [remaining(r, "by-name") for r in responses] == [4, 3, 2]
+    assert [remaining(r, "by-scope") for r in responses] == [2, 1, 0]
+    assert decide_calls(redis_client) - calls == 6  # one per face, each its own policy
+    denied = client.get(f"{BASE}/scoped")
+    assert_ninja_429(denied, "by-scope", 3, 60)
+    assert throttled_senders == [PolicyThrottle]
+
+
+# --- async operations -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_operation_is_limited_and_its_user_loaded_off_the_loop(
+    client, alice, redis_client, without_middleware, throttled_senders
+):
+    # A per-user policy: the throttle loads the lazy request.user (a database query),
+    # which Django refuses on the event loop the async operation runs on.
+    create_policy("async", "faces-ninja:async_items", limit=2, key="user")
+    client.force_login(alice)
+    assert statuses(client, f"{BASE}/async", 2) == [200, 200]
+    assert_ninja_429(client.get(f"{BASE}/async"), "async", 2, 60)
+    assert throttled_senders == [PolicyThrottle]
+    keys = [key.decode() for key in redis_client.keys("*")]
+    assert any(f"{{u:{alice.pk}}}" in key for key in keys), keys
+
+
+#: Set by a test around its requests, read by a ``request_throttled`` receiver.
+REQUEST_TAG: contextvars.ContextVar[str] = contextvars.ContextVar("request_tag", default="")
+
+
+@pytest.mark.django_db(transaction=True)  # the check's thread reads committed rows only
+def test_off_the_loop_receivers_run_in_the_request_context(client, without_middleware):
+    create_policy("async", "faces-ninja:async_items", limit=1)
+    tags: list[str] = []
+
+    def receiver(sender: object, **kwargs: Any) -> None:
+        tags.append(REQUEST_TAG.get())
+
+    request_throttled.connect(receiver)
+    token = REQUEST_TAG.set("request 2")
+    try:
+        assert statuses(client, f"{BASE}/async", 2) == [200, 429]
+    finally:
+        REQUEST_TAG.reset(token)
+        request_throttled.disconnect(receiver)
+    assert tags == ["request 2"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_operation_under_asgi_with_the_middleware(alice, redis_client):
+    create_policy("by-name", "faces-ninja:async_scoped", limit=5)  # the middleware's
+    create_policy("by-scope", "async-scoped", limit=3, key="user")  # the throttle's
+    calls: list[int] = []
+
+    async def run() -> list[Any]:
+        client = AsyncClient()  # the async handler: RateLimitMiddleware on the loop
+        await client.aforce_login(alice)
+        calls.append(decide_calls(redis_client))
+        responses = [await client.get(f"{BASE}/async-scoped") for _ in range(3)]
+        calls.append(decide_calls(redis_client))
+        return [*responses, await client.get(f"{BASE}/async-scoped")]
+
+    responses = async_to_sync(run)()
+    assert [r.status_code for r in responses] == [200, 200, 200, 429]
+    assert [remaining(r, "by-name") for r in responses] == [4, 3, 2, 1]
+    assert [remaining(r, "by-scope") for r in responses[:3]] == [2, 1, 0]
+    assert calls[1] - calls[0] == 6  # one per face, each its own policy
+    assert_ninja_429(responses[3], "by-scope", 3, 60)
+    keys = [key.decode() for key in redis_client.keys("*")]
+    assert any(f"{{u:{alice.pk}}}" in key for key in keys), keys
+
+
+# --- the verdict belongs to the request, not to the shared throttle -------------------------
+
+
+def test_wait_answers_for_the_request_of_its_context_on_a_shared_throttle():
+    create_policy("scoped", "scoped", limit=1, key="ip")
+    throttle = PolicyThrottle(scope="scoped")
+
+    def request(ip: str) -> Any:
+        made = RequestFactory().get(f"{BASE}/scoped", REMOTE_ADDR=ip)
+        made.resolver_match = resolve(f"{BASE}/scoped")
+        return made
+
+    first, second = contextvars.Context(), contextvars.Context()
+    assert first.run(throttle.allow_request, request("198.51.100.1")) is True
+    assert first.run(throttle.allow_request, request("198.51.100.1")) is False
+    # Meanwhile another request, from another client, on the same instance:
+    assert second.run(throttle.allow_request, request("198.51.100.2")) is True
+    assert second.run(throttle.wait) is None
+    wait = first.run(throttle.wait)
+    assert wait is not None and 59 <= wait <= 60
+
+
+# --- the demo -------------------------------------------------------------------------------
+
+
+@pytest.mark.urls("project.urls")
+def test_the_demo_ninja_items_under_its_policy(client, without_middleware):
+    fields = next(p for p in DEMO_POLICIES if p["name"] == "ninja-items")
+    policy = Policy(**fields)
+    policy.full_clean()
+    policy.save()
+    wait_clear_of_window_boundary(policy.window, margin=3)
+    responses = [client.get("/ninja/items") for _ in range(policy.limit)]
+    assert [r.status_code for r in responses] == [200] * policy.limit
+    assert json.loads(responses[0].content)[0] == {"id": 1, "name": "item 1"}
+    denied = client.get("/ninja/items")
+    # A fixed window frees its units at the window's end: 1 to 10 seconds away.
+    assert_ninja_429(denied, "ninja-items", policy.limit, policy.window, soonest=1)
