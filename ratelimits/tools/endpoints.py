@@ -15,6 +15,8 @@ from typing import Any
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from ratelimits.http.gate import scope_of
+
 #: URL namespaces that are never rate-limited API endpoints (``ratelimits``: the metrics
 #: view, a plain Django view that ``PolicyThrottle`` never sees).
 SKIPPED_NAMESPACES = frozenset({"admin", "ratelimits"})
@@ -44,7 +46,7 @@ def suggestions(urlconf: str | None = None) -> list[Suggestion]:
         scope = getattr(view_class, "throttle_scope", None)
         if _is_name(scope):
             scopes.setdefault(scope, f"throttle_scope of {view_class.__name__}")
-        scope = getattr(callback, "ratelimit_scope", None)  # the decorator's, on the view
+        scope = scope_of(callback)  # the decorator's, on a view or its dispatch()
         if _is_name(scope):
             view_name = getattr(view_class or callback, "__name__", f"/{route}")
             scopes.setdefault(scope, f"ratelimit(scope=...) on {view_name}")

@@ -42,6 +42,12 @@ class DecoratedClassView(View):
         return HttpResponse("decorated class")
 
 
+@method_decorator(ratelimit(scope="monthly-reports"), name="dispatch")
+class ReportsView(View):
+    def get(self, request):
+        return HttpResponse("reports")
+
+
 async def whoami(request):
     user = await request.auser()
     return JsonResponse({"user": user.username if user.is_authenticated else None})
@@ -54,6 +60,7 @@ urlpatterns = [
     path("decorated/sync/", decorated_sync, name="decorated-sync"),
     path("decorated/async/", decorated_async, name="decorated-async"),
     path("decorated/class/", DecoratedClassView.as_view(), name="decorated-class"),
+    path("reports/", ReportsView.as_view(), name="reports"),
     path("whoami/", whoami, name="whoami"),
     path("api/", include("project.api.urls")),
 ]

@@ -31,6 +31,7 @@ def test_plain_django_url_names_and_ninja_operations_of_the_demo():
 def test_scopes_of_decorated_views():
     faces = found("tests.faces.urls")
     assert faces["decorated"].startswith("ratelimit(scope=...) on ")
+    assert faces["monthly-reports"] == "ratelimit(scope=...) on ReportsView"  # method_decorator
     assert faces["decorated-sync"] == "URL name of /decorated/sync/"
     assert faces["sync"] == "URL name of /sync/"
 
