@@ -74,21 +74,28 @@ class AsyncCaller:
         """The reply to ``call``; redis-py's errors are raised."""
         if self._make is None:  # a connection class of its own: the sync caller, off the loop
             return await asyncio.to_thread(self.shared.call, call)
-        idle = self._idle
-        if idle:
-            connection = idle.pop()
+        was_idle = bool(self._idle)
+        connection = self._idle.pop() if was_idle else await self._make()
+        try:
             try:
                 reply = await self._exchange(connection, call)
-            except redis.ConnectionError:  # closed while idle, most likely: once more
-                reply = await self._exchange(connection, call)
-        else:
-            connection = await self._make()
-            reply = await self._exchange(connection, call)
-        if len(idle) < MAX_IDLE:
-            idle.append(connection)
+            except redis.ConnectionError:
+                if not was_idle:
+                    raise
+                reply = await self._exchange(connection, call)  # closed while idle: once more
+        except redis.ResponseError:
+            if connection.is_connected:  # read whole: clean (a replica's was closed)
+                await self._give_back(connection)
+            raise
+        await self._give_back(connection)
+        return reply
+
+    async def _give_back(self, connection: aconnection.AbstractConnection) -> None:
+        """Keep ``connection`` for the loop's next call, unless enough are idle."""
+        if len(self._idle) < MAX_IDLE:
+            self._idle.append(connection)
         else:
             await connection.disconnect()
-        return reply
 
     async def _exchange(self, connection: aconnection.AbstractConnection, call: DecideCall) -> Any:
         """Send ``call`` and read its reply, recovering a missing code. Any failure but an
