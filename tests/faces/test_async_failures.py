@@ -7,7 +7,7 @@ connections. The limiter's Redis is a server of the test's own, killed, stopped
 The promises are the sync path's (tests/engine/store/test_failures.py): never a 500;
 each policy's fail mode while Redis cannot answer, within ``SOCKET_TIMEOUT`` per call;
 the code loaded again after a flush or a restart at no request's cost; limiting again
-once Redis answers. Then the async path on a Redis Cluster.
+once Redis answers. Then the async path on a Redis Cluster and behind Sentinel.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from tests.helpers import (
     libraries,
     ratelimits_settings,
     require_functions,
+    sentinel_failover,
+    sentinel_servers,
     server_major,
 )
 
@@ -50,6 +52,8 @@ COOLDOWN = 0.3
 #: Retry-After of a fail-closed denial (not the default 1, so that it shows).
 FAIL_CLOSED_RETRY_AFTER = 7
 REQUESTS = 10
+#: Requests sent at once: each takes a connection of its own, kept idle after.
+CONCURRENT = 6
 
 Scenario = Callable[[], Awaitable[Any]]
 #: A response and the seconds it took.
@@ -290,3 +294,40 @@ def test_on_a_cluster_a_request_spanning_slots_is_decided_on_the_async_path(
     assert cluster.keyslot(by_ip) != cluster.keyslot(everyone)
     assert cluster.zcard(by_ip) == 2
     assert cluster.zcard(everyone) == 2  # the denied request was recorded in neither
+
+
+@pytest.mark.slow
+def test_behind_sentinel_the_async_path_finds_the_primary_and_follows_a_failover(
+    async_client, settings
+):
+    """All in one event loop, so the loop's idle connections to the old primary (made
+    by concurrent requests) are there when the failover comes: requests move to the new
+    primary, none taking the fail mode (the old primary's clients were killed by the
+    sentinel, and it is a replica now: a stale connection is replaced by one to the
+    primary of the moment, as on the sync path)."""
+    settings.RATELIMITS = ratelimits_settings(NUM_PROXIES=1)  # clients in X-Forwarded-For
+    with sentinel_servers(settings) as (primary, replica, sentinel):
+        Policy.objects.create(
+            name="open", endpoint="async", algorithm="sliding_log", limit=2, window=3600,
+            key="ip",
+        )  # fmt: skip
+
+        async def scenario() -> tuple[list[int], list[tuple[int, bool]]]:
+            sent = await asyncio.gather(*(async_client.get(PATH) for _ in range(CONCURRENT)))
+            before = sorted(response.status_code for response in sent)
+            await asyncio.to_thread(sentinel_failover, primary, replica, sentinel)
+            after = []
+            for n in range(1, 4):  # fresh addresses: the worker remembers 127.0.0.1's denial
+                address = {"X-Forwarded-For": f"198.51.100.{n}"}
+                for _ in range(3):
+                    response = await async_client.get(PATH, headers=address)
+                    after.append((response.status_code, decided_by_redis(response)))
+            return before, after
+
+        before, after = run(scenario)
+        print(f"\nafter the failover: {after}")
+        assert before == [200, 200] + [429] * (CONCURRENT - 2)
+        assert primary.client().exists("rl:{ip:127.0.0.1}:open:log")
+        assert after == [(200, True), (200, True), (429, True)] * 3
+        assert replica.client().zcard("rl:{ip:198.51.100.3}:open:log") == 2
+        assert replica.client().info("replication")["role"] == "master"

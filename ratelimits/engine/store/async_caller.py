@@ -79,10 +79,14 @@ class AsyncCaller:
         try:
             try:
                 reply = await self._exchange(connection, call)
-            except redis.ConnectionError:
+            except (redis.ConnectionError, redis.exceptions.ReadOnlyError):
                 if not was_idle:
                     raise
-                reply = await self._exchange(connection, call)  # closed while idle: once more
+                # Closed while idle (a restart, a failover's killed clients), or a replica
+                # now: once more, on a new connection (to the primary of the moment, under
+                # Sentinel; reconnecting this one would reach the same server).
+                connection = await self._make()
+                reply = await self._exchange(connection, call)
         except redis.ResponseError:
             if connection.is_connected:  # read whole: clean (a replica's was closed)
                 await self._give_back(connection)
@@ -114,7 +118,7 @@ class AsyncCaller:
                 return reply
         except redis.ResponseError as error:
             if isinstance(error, redis.exceptions.ReadOnlyError):
-                # A replica now (a Sentinel failover): the next call looks up the primary.
+                # A replica now (a Sentinel failover): not kept, a new one finds the primary.
                 await connection.disconnect(nowait=True)
             raise  # otherwise read whole: the connection is clean
         except BaseException:
