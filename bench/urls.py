@@ -31,4 +31,10 @@ urlpatterns = [
         views.PerLimit(functools.partial(views.limits_view, "counter")),
     ),
     path("smart/<int:limit>/", views.SmartView.as_view()),
+    # Plain Django views: the middleware face (a policy's glob matches mw-*), its twins.
+    path("plain-sync/<int:limit>/", views.plain_view),
+    path("plain-async/<int:limit>/", views.plain_async_view),
+    path("mw-sync/<int:limit>/", views.plain_view),
+    path("mw-async/<int:limit>/", views.plain_async_view),
+    path("limits-aio/<int:limit>/", views.limits_aio_view),
 ]

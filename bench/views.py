@@ -12,6 +12,10 @@ JSON body, so that the only difference between two of them is the limiter.
 - django-smart-ratelimit: its middleware (wrapped by :class:`SmartRatelimitMiddleware`
   to see only ``/smart/`` paths) with a ``RateLimitRule`` row per limit, in front of an
   unthrottled view.
+- Plain Django views, sync and async (:func:`plain_view`, :func:`plain_async_view`): the
+  middleware face's twins, limited by ``RateLimitMiddleware`` where a policy's path glob
+  matches their URL (:mod:`bench.asyncpath`); and an async view under the ``limits``
+  library's async API (:func:`limits_aio_view`: ``limits.aio``, ``async+redis://``).
 
 A per-limit view is built on the first request for its limit (:class:`PerLimit`), the
 way a project would declare it, and kept.
@@ -24,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.decorators import method_decorator
 from django_ratelimit.decorators import ratelimit
 from rest_framework.renderers import JSONRenderer
@@ -135,6 +139,44 @@ def limits_view(strategy: str, limit: int) -> Callable:
         f"LimitsView{strategy.title()}{limit}", (BenchView,), {"throttle_classes": [throttle]}
     )
     return view.as_view()
+
+
+def plain_view(request: HttpRequest, limit: int) -> HttpResponse:
+    """A plain Django view (no DRF): the sync twin of the middleware face."""
+    return JsonResponse(BODY)
+
+
+async def plain_async_view(request: HttpRequest, limit: int) -> HttpResponse:
+    """A plain async Django view: served on the event loop under an ASGI handler."""
+    return JsonResponse(BODY)
+
+
+@functools.cache
+def limits_aio_limiter() -> Any:
+    """The ``limits`` library's async moving window on the benchmark's Redis (its redis-py
+    implementation, ``redis.asyncio``), one per process: its connections belong to the
+    event loop that first uses it."""
+    from limits.aio.storage import RedisStorage
+    from limits.aio.strategies import MovingWindowRateLimiter
+
+    return MovingWindowRateLimiter(
+        RedisStorage(f"async+{settings.REDIS_URL}", implementation="redispy")
+    )
+
+
+@functools.cache
+def _per_hour(limit: int) -> Any:
+    from limits import RateLimitItemPerHour
+
+    return RateLimitItemPerHour(limit)
+
+
+async def limits_aio_view(request: HttpRequest, limit: int) -> HttpResponse:
+    """An async view under ``limits.aio``: ``limit`` per hour per client address."""
+    address = request.META.get("REMOTE_ADDR", "")
+    if not await limits_aio_limiter().hit(_per_hour(limit), "bench-aio", address):
+        return JsonResponse({"detail": "throttled"}, status=429)
+    return JsonResponse(BODY)
 
 
 class PerLimit:

@@ -48,3 +48,33 @@ def test_quick_pass_writes_the_report(tmp_path: Path) -> None:
 
     chart = (tmp_path / "results.png").read_bytes()
     assert chart.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_the_async_path_module_measures_both_paths_and_prints_ratios(tmp_path: Path) -> None:
+    """``--only asyncpath``: the engine's two calls and the middleware face through both
+    handlers, each with its anchors, and the ratios between them."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "BENCH_DB")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "asyncpath", "--out", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout[-5000:]}\nstderr:\n{done.stderr[-5000:]}"
+    results = (tmp_path / "RESULTS.md").read_text()
+    assert "<!-- module: asyncpath -->" in results
+    for row in (
+        "| decide (sync) |",
+        "| await adecide |",
+        "| await limits.aio moving window hit |",
+        "| WSGI | RateLimitMiddleware |",
+        "| ASGI | RateLimitMiddleware |",
+        "| ASGI | limits.aio moving window |",
+        "| WSGI | DRF AnonRateThrottle |",
+        "| WSGI | django-ratelimit |",
+    ):
+        assert row in results, row
+    assert re.search(r"`await adecide` over `decide`: \d+\.\d\dx", results)
+    assert re.search(r"ASGI \(async view\) over WSGI \(sync view\): \d+\.\d\dx", results)

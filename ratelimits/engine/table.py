@@ -266,9 +266,13 @@ async def aget_table() -> PolicyTable:
 def _check(held: PolicyTable, now: float) -> PolicyTable:
     """The periodic check, the lock held: the table to serve. When the stamp moved, or
     ``held`` is too old, a background build starts (unless one is under way); an idle
-    worker's table, of unknown age, is rebuilt here instead."""
-    previous, _cache.checked_at = _cache.checked_at, now
+    worker's table, of unknown age, is rebuilt here instead, and until then the other
+    requests wait for this check too (the table does not look checked)."""
+    on_time = now - _cache.checked_at < 2 * float(app_settings.POLICY_REFRESH_INTERVAL)
+    if on_time:  # the other requests are served the table held meanwhile
+        _cache.checked_at = now
     if _cache.build_under_way(now):
+        _cache.checked_at = now
         return held
     version = _read_version(_cache.version)
     moved = version != _cache.version
@@ -277,8 +281,8 @@ def _check(held: PolicyTable, now: float) -> PolicyTable:
         # the new table is ready (and again then: a limit may have changed).
         clear_denials()
     if not moved and now - _cache.loaded_at < float(app_settings.POLICY_MAX_AGE):
+        _cache.checked_at = now
         return held
-    on_time = now - previous < 2 * float(app_settings.POLICY_REFRESH_INTERVAL)
     if _in_background and on_time:
         _start_background_build(version, now)
         return held
@@ -290,15 +294,16 @@ def _build_here(version: bytes | None, now: float, held: PolicyTable | None = No
     the request's (there is nothing to serve with); otherwise it is logged and ``held``
     is served."""
     build = _cache.start_build()
-    _cache.checked_at = now
     if held is None:
         table = load_table()
     else:
         rebuilt = _load_or_warn()
         if rebuilt is None:
+            _cache.checked_at = now
             return held
         table = rebuilt
     _cache.swap_in(build, table, version, now)
+    _cache.checked_at = now  # after the swap: a request seeing it checked gets this table
     clear_denials()  # a limit may have changed, or counters were reset
     return table
 

@@ -8,6 +8,7 @@ clock of the last check back one interval; Redis is the test server.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -15,6 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection, connections
 
 from ratelimits import policy_source
@@ -238,6 +240,52 @@ def test_an_idle_worker_rebuilds_before_serving(source, redis_client, caplog):
     with caplog.at_level(logging.WARNING, logger="ratelimits"):
         assert names(table.get_table()) == ["b"]
     assert "could not rebuild the policy table" in caplog.text
+
+
+def test_requests_during_an_idle_workers_rebuild_wait_for_it(source, redis_client):
+    """Threads: a request that comes while an idle worker's table is rebuilt waits for
+    the new table; it is not served the old one, of any age, meanwhile."""
+    table.get_table()
+    source.names = ["b"]
+    hold = source.hold_next()
+    another_worker_changed_a_policy(redis_client)
+    check_due(intervals=3)
+    served: list[table.PolicyTable] = []
+    first = threading.Thread(target=lambda: served.append(table.get_table()))
+    first.start()
+    assert source.entered.wait(10)  # the first request rebuilds
+    second = threading.Thread(target=lambda: served.append(table.get_table()))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive()  # waiting for the rebuild
+    hold.set()
+    first.join(10)
+    second.join(10)
+    assert [names(found) for found in served] == [["b"], ["b"]]
+
+
+def test_coroutines_during_an_idle_workers_rebuild_wait_for_it(source, redis_client):
+    """:func:`table.aget_table`, as an async view's requests call it on one event loop:
+    those that come while an idle worker's table is rebuilt get the new table."""
+    table.get_table()
+    source.names = ["b"]
+    hold = source.hold_next()
+    another_worker_changed_a_policy(redis_client)
+    check_due(intervals=3)
+
+    async def requests() -> tuple[list[str], list[str], bool]:
+        first = asyncio.create_task(table.aget_table())
+        while not source.entered.is_set():
+            await asyncio.sleep(0.005)
+        second = asyncio.create_task(table.aget_table())
+        await asyncio.sleep(0.1)
+        waited = not second.done()
+        hold.set()
+        return names(await first), names(await second), waited
+
+    first, second, waited = async_to_sync(requests)()
+    assert first == second == ["b"]
+    assert waited
 
 
 def test_a_source_only_the_request_thread_can_read_is_read_there(source, redis_client):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -91,7 +91,10 @@ class AsyncCaller:
                 return await self._exchange(connection, call)
             try:
                 return await self._exchange(connection, call)
-            except redis.ConnectionError:  # closed while idle, most likely: once more
+            except (redis.ConnectionError, redis.exceptions.ReadOnlyError):
+                # Closed while idle (a restart, a failover's killed clients), or a replica
+                # now: once more, on a new connection (to the primary of the moment, under
+                # Sentinel; reconnecting this one would reach the same server).
                 connection = await self._make()
                 return await self._exchange(connection, call)
         finally:
@@ -186,9 +189,11 @@ def _connection_factory(pool: redis.ConnectionPool) -> AsyncConnectionFactory | 
     return plain
 
 
-_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, AsyncCaller]] = (
-    weakref.WeakKeyDictionary()
-)
+#: Each event loop's callers, by pool. A caller's connections hold its loop, so a loop is
+#: never let go on its own: the callers of closed loops are dropped when a new loop comes
+#: (``async_to_sync`` runs each call in a loop of its own).
+_by_loop: dict[asyncio.AbstractEventLoop, dict[int, AsyncCaller]] = {}
+_lock = threading.Lock()
 
 
 def for_pool(pool: redis.ConnectionPool) -> AsyncCaller:
@@ -196,13 +201,23 @@ def for_pool(pool: redis.ConnectionPool) -> AsyncCaller:
     loop = asyncio.get_running_loop()
     callers = _by_loop.get(loop)
     if callers is None:
-        callers = _by_loop[loop] = {}
+        callers = _callers_of_new(loop)
     found = callers.get(id(pool))
     if found is None or found.pool is not pool:
         found = callers[id(pool)] = AsyncCaller(pool)
     return found
 
 
+def _callers_of_new(loop: asyncio.AbstractEventLoop) -> dict[int, AsyncCaller]:
+    """The callers of a loop seen for the first time; those of closed loops are dropped
+    (their connections, which cannot be used again, are closed by the garbage collector)."""
+    with _lock:
+        for closed in [old for old in _by_loop if old.is_closed()]:
+            del _by_loop[closed]
+        return _by_loop.setdefault(loop, {})
+
+
 def reset() -> None:
     """Forget every caller (the clients were replaced); connections close as they go."""
-    _by_loop.clear()
+    with _lock:
+        _by_loop.clear()
