@@ -325,7 +325,6 @@ def test_behind_sentinel_the_async_path_finds_the_primary_and_follows_a_failover
             return before, after
 
         before, after = run(scenario)
-        print(f"\nafter the failover: {after}")
         assert before == [200, 200] + [429] * (CONCURRENT - 2)
         assert primary.client().exists("rl:{ip:127.0.0.1}:open:log")
         assert after == [(200, True), (200, True), (429, True)] * 3
