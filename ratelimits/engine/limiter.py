@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,12 +71,7 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
             reply = _call(checks, client, record, now)
         else:  # keys in several hash slots, perhaps
             plan = _calls(checks, client, record=record)
-            try:
-                sent = next(plan)
-                while True:
-                    sent = plan.send(_call(sent.checks, client, sent.record, now))
-            except StopIteration as done:
-                reply = done.value
+            reply = _through(plan, lambda sent: _call(sent.checks, client, sent.record, now))
     except Exception as error:
         return request.failed(error)
     return request.decided(reply)
@@ -219,13 +214,14 @@ _Plan = Generator[_Send, list[int], list[int]]
 
 def _calls(checks: Sequence[Check], client: Client, *, record: bool) -> _Plan:
     """The calls that decide ``checks`` on a cluster, and their replies merged in the
-    checks' order. On a cluster one call can only touch one hash
-    slot, so checks are grouped by slot: one group (every policy counts the same identity,
-    the usual case) is still one call; several are first checked in every slot without
-    recording, and recorded slot by slot only when all admit. Each call re-checks
-    atomically, so a request that races into a slot between the two phases can be denied
-    after it was recorded in another slot: it then counts there. That errs towards
-    denying, never towards admitting more than a limit.
+    checks' order.
+
+    One call can only touch one hash slot, so checks are grouped by slot: one group
+    (every policy counts the same identity, the usual case) is still one call; several
+    are first checked in every slot without recording, and recorded slot by slot only
+    when all admit. Each call re-checks atomically, so a request that races into a slot
+    between the two phases can be denied after it was recorded in another slot: it then
+    counts there. That errs towards denying, never towards admitting more than a limit.
     """
     groups = _slot_groups(client, checks)
     if len(groups) == 1:
@@ -256,10 +252,15 @@ def _run_all(
     if len(checks) == 1 or not connection.is_cluster(client):
         return _run(checks, client, record=record, now=now)
     plan = _calls(checks, client, record=record)
+    return _through(plan, lambda sent: _run(sent.checks, client, record=sent.record, now=now))
+
+
+def _through(plan: _Plan, call: Callable[[_Send], list[int]]) -> list[int]:
+    """Make each call ``plan`` asks for with ``call``, and return its merged reply."""
     try:
         sent = next(plan)
         while True:
-            sent = plan.send(_run(sent.checks, client, record=sent.record, now=now))
+            sent = plan.send(call(sent))
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
 
