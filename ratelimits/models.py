@@ -21,6 +21,7 @@ class Algorithm(models.TextChoices):
     COMPACT_LOG = "compact_log", "Compact sliding window log (exact, 8 B per request)"
     SLIDING_COUNTER = "sliding_counter", "Sliding window counter (approximate, small)"
     FIXED_WINDOW = "fixed_window", "Fixed window"
+    TOKEN_BUCKET = "token_bucket", "Token bucket (GCRA: a steady rate with bursts, tiny)"
 
 
 class Mode(models.TextChoices):
@@ -101,6 +102,23 @@ class Policy(models.Model):
             "more than the limit; can deny while another shard still has room."
         ),
     )
+    burst = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
+        help_text=(
+            "token_bucket only: how many requests may come at once (1 to 2147483647); "
+            "the limit per window is the steady rate after them. Blank: the limit."
+        ),
+    )
+    cost = models.PositiveIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
+        help_text=(
+            "Units one request spends (1 to 2147483647; a view's ratelimit_cost replaces "
+            "it). A request costing more than the policy can ever grant is always denied."
+        ),
+    )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
     fail_open = models.BooleanField(
         default=True,
@@ -152,6 +170,15 @@ class Policy(models.Model):
                 & Q(shards__lte=F("limit")),
                 name="ratelimits_policy_shards_range",
             ),
+            models.CheckConstraint(
+                condition=Q(burst__isnull=True)
+                | Q(burst__gte=1, burst__lte=validators.MAX_LIMIT, algorithm="token_bucket"),
+                name="ratelimits_policy_burst_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(cost__gte=1, cost__lte=validators.MAX_LIMIT),
+                name="ratelimits_policy_cost_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -170,10 +197,18 @@ class Policy(models.Model):
 
     def clean(self) -> None:
         super().clean()
-        shards, limit = self.shards, self.limit
+        shards, limit, burst = self.shards, self.limit, self.burst
         if isinstance(shards, int) and isinstance(limit, int) and 1 <= limit < shards:
             raise ValidationError(
                 {"shards": f"At most the limit ({limit}): every shard admits at least 1."}
+            )
+        if burst is not None and self.algorithm != Algorithm.TOKEN_BUCKET:
+            raise ValidationError(
+                {"burst": "Only a token_bucket policy has a burst: leave it blank."}
+            )
+        if isinstance(shards, int) and isinstance(burst, int) and 1 <= burst < shards:
+            raise ValidationError(
+                {"shards": f"At most the burst ({burst}): every shard takes at least 1 at once."}
             )
 
     def save(self, *args: Any, **kwargs: Any) -> None:
@@ -183,8 +218,14 @@ class Policy(models.Model):
 
     @property
     def rate_display(self) -> str:
-        """``"5 per 60 s"``."""
-        return f"{self.limit} per {self.window} s"
+        """``"5 per 60 s"``; a token bucket's burst and a cost other than 1 are added
+        (``"2 per 2 s, burst 4, cost 3"``)."""
+        text = f"{self.limit} per {self.window} s"
+        if self.algorithm == Algorithm.TOKEN_BUCKET and self.burst is not None:
+            text += f", burst {self.burst}"
+        if self.cost != 1:
+            text += f", cost {self.cost}"
+        return text
 
 
 class PolicyOverride(models.Model):

@@ -150,7 +150,10 @@ def test_duplicate_name_is_rejected_on_name() -> None:
         ({"endpoint": ""}, "ratelimits_policy_endpoint_not_blank"),
         ({"endpoint": "   "}, "ratelimits_policy_endpoint_not_blank"),
         ({"endpoint": "api search"}, "ratelimits_policy_endpoint_not_blank"),
-        ({"algorithm": "token_bucket"}, "ratelimits_policy_algorithm_valid"),
+        ({"algorithm": "leaky_bucket"}, "ratelimits_policy_algorithm_valid"),
+        ({"burst": 4}, "ratelimits_policy_burst_range"),  # not a token bucket
+        ({"algorithm": "token_bucket", "burst": 0}, "ratelimits_policy_burst_range"),
+        ({"cost": 0}, "ratelimits_policy_cost_range"),
         ({"mode": "audit"}, "ratelimits_policy_mode_valid"),
         ({"name": "not a slug"}, "ratelimits_policy_name_slug"),
         ({"name": "search\n"}, "ratelimits_policy_name_slug"),
@@ -197,3 +200,33 @@ def test_orm_save_stores_normalised_methods() -> None:
 def test_rate_display() -> None:
     assert make(limit=5, window=60).rate_display == "5 per 60 s"
     assert make(limit=1000, window=3600).rate_display == "1000 per 3600 s"
+
+
+def test_rate_display_names_a_buckets_burst_and_a_cost() -> None:
+    bucket = make(algorithm="token_bucket", limit=2, window=2, burst=4)
+    assert bucket.rate_display == "2 per 2 s, burst 4"
+    assert make(algorithm="token_bucket", limit=2, window=2).rate_display == "2 per 2 s"
+    assert make(limit=100, window=60, cost=5).rate_display == "100 per 60 s, cost 5"
+
+
+def test_a_token_bucket_with_a_burst_is_valid() -> None:
+    assert clean_errors(make(algorithm="token_bucket", limit=2, window=2, burst=4)) == {}
+    assert clean_errors(make(algorithm="token_bucket", limit=2, window=2)) == {}  # the limit
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "message"),
+    [
+        ({"burst": 4}, "burst", "Only a token_bucket policy has a burst"),
+        ({"algorithm": "token_bucket", "burst": 0}, "burst", "greater than or equal to 1"),
+        ({"algorithm": "token_bucket", "burst": 2, "shards": 3}, "shards", "At most the burst"),
+        ({"cost": 0}, "cost", "greater than or equal to 1"),
+        ({"cost": 2**31}, "cost", "less than or equal to 2147483647"),
+    ],
+)
+def test_burst_and_cost_are_checked_on_their_field(
+    overrides: dict[str, Any], field: str, message: str
+) -> None:
+    errors = clean_errors(make(**overrides))
+    assert list(errors) == [field]
+    assert message in messages(errors[field])

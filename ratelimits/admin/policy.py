@@ -235,6 +235,8 @@ class PolicyAdmin(admin.ModelAdmin):
                     "algorithm",
                     "limit",
                     "window",
+                    "burst",
+                    "cost",
                     "memory_per_client",
                     "key",
                     "fail_open",

@@ -35,6 +35,7 @@ def memory_estimate(algorithm: str, limit: int | None) -> SafeString:
         {
             "logs": memory.LOG_POINTS,
             "counter": memory.COUNTER_BYTES,
+            "bucket": memory.BUCKET_BYTES,
             "large": memory.LARGE_BYTES,
         }
     )

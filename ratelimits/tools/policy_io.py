@@ -71,6 +71,8 @@ FIELDS: tuple[str, ...] = (
     "fail_open",
     "enabled",
     "shards",
+    "burst",
+    "cost",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
 #: A row's list of overrides (optional on import: without it, overrides are left alone).
@@ -83,8 +85,10 @@ _OVERRIDE_VALUES: tuple[str, ...] = ("limit", "exempt", "comment")
 VERSION = 1
 
 _EXTENSIONS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
-_INT_FIELDS = frozenset({"limit", "window", "shards"})
+_INT_FIELDS = frozenset({"limit", "window", "shards", "burst", "cost"})
 _BOOL_FIELDS = frozenset({"fail_open", "enabled"})
+#: Fields a file may set to null (a token bucket's burst: the limit).
+_NULLABLE_FIELDS = frozenset({"burst"})
 _STR_FIELDS = frozenset(FIELDS) - _INT_FIELDS - _BOOL_FIELDS
 
 
@@ -355,6 +359,8 @@ class ImportPlan:
 
 
 def _type_problem(name: str, value: Any) -> str | None:
+    if value is None and name in _NULLABLE_FIELDS:
+        return None
     if name in _INT_FIELDS:
         if type(value) is not int:
             return f"must be an integer, not {_describe(value)}."

@@ -20,6 +20,7 @@ GOOD = {
     "key": "ip",
     "fail_open": "on",
     "shards": "1",
+    "cost": "1",
     # The overrides inline's management form: no override rows.
     "overrides-TOTAL_FORMS": "0",
     "overrides-INITIAL_FORMS": "0",

@@ -139,6 +139,8 @@ def test_json_dump_is_exact() -> None:
         '      "fail_open": false,\n'
         '      "enabled": true,\n'
         '      "shards": 1,\n'
+        '      "burst": null,\n'
+        '      "cost": 1,\n'
         '      "overrides": []\n'
         "    },\n"
         "    {\n"
@@ -153,6 +155,8 @@ def test_json_dump_is_exact() -> None:
         '      "fail_open": true,\n'
         '      "enabled": true,\n'
         '      "shards": 1,\n'
+        '      "burst": null,\n'
+        '      "cost": 1,\n'
         '      "overrides": []\n'
         "    }\n"
         "  ]\n"
@@ -178,6 +182,8 @@ def test_yaml_dump_is_exact() -> None:
         "  fail_open: true\n"
         "  enabled: true\n"
         "  shards: 1\n"
+        "  burst: null\n"
+        "  cost: 1\n"
         "  overrides: []\n"
         "- name: search\n"
         "  endpoint: api:search\n"
@@ -190,6 +196,8 @@ def test_yaml_dump_is_exact() -> None:
         "  fail_open: true\n"
         "  enabled: true\n"
         "  shards: 1\n"
+        "  burst: null\n"
+        "  cost: 1\n"
         "  overrides: []\n"
     )
 
@@ -215,6 +223,8 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "fail_open": False,
         "enabled": False,
         "shards": 1,
+        "burst": None,
+        "cost": 1,
         "overrides": [],
     }
 
@@ -251,6 +261,38 @@ def test_export_delete_import_export_gives_the_same_text(fmt: str, varied: list[
     apply_import(plan)
     assert Policy.objects.count() == 4
     assert dump_policies(Policy.objects.all(), fmt) == before
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_token_buckets_burst_and_a_cost_go_out_and_back(fmt: str) -> None:
+    Policy.objects.create(
+        name="bucket", endpoint="api:items", algorithm="token_bucket", limit=2, window=2, burst=4
+    )
+    Policy.objects.create(name="heavy", endpoint="api:export", limit=100, window=60, cost=25)
+    text = dump_policies(Policy.objects.all(), fmt)
+    Policy.objects.all().delete()
+    apply_import(plan_import(parse_document(text, fmt, "backup")))
+    stored = Policy.objects.order_by("name").values_list("name", "algorithm", "burst", "cost")
+    assert list(stored) == [
+        ("bucket", "token_bucket", 4, 1),
+        ("heavy", "sliding_counter", None, 25),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"burst": 4}, "burst: Only a token_bucket policy has a burst"),
+        ({"burst": "4"}, "burst: must be an integer, not a string ('4')"),
+        ({"cost": None}, "cost: must be an integer, not null"),
+        ({"cost": 0}, "cost: Ensure this value is greater than or equal to 1"),
+    ],
+)
+def test_a_bad_burst_or_cost_in_a_file_is_named(fields: dict[str, Any], problem: str) -> None:
+    with pytest.raises(PolicyFileError) as raised:
+        plan_import([row(**fields)])
+    assert problem in str(raised.value)
+    assert not Policy.objects.exists()
 
 
 def test_json_and_yaml_files_of_the_same_policies_read_the_same(varied: list[Policy]) -> None:
@@ -571,7 +613,7 @@ def test_plan_changes_property() -> None:
 def test_unknown_field_is_named_with_the_known_ones() -> None:
     assert problems_of([row(limt=5)]) == [
         "row 1 (login): unknown field(s) 'limt'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled, shards, overrides."
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, overrides."
     ]
 
 
@@ -656,7 +698,7 @@ def test_yaml_typing_surprises_are_caught() -> None:
             {"window": MAX_WINDOW + 1},
             f"window: Ensure this value is less than or equal to {MAX_WINDOW}.",
         ),
-        ({"algorithm": "token_bucket"}, "algorithm: Value 'token_bucket' is not a valid choice."),
+        ({"algorithm": "leaky_bucket"}, "algorithm: Value 'leaky_bucket' is not a valid choice."),
         ({"algorithm": "Sliding_Log"}, "algorithm: Value 'Sliding_Log' is not a valid choice."),
         ({"mode": "audit"}, "mode: Value 'audit' is not a valid choice."),
         ({"endpoint": "api search"}, "endpoint: The endpoint cannot contain spaces"),
@@ -737,12 +779,12 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         row(name="bad-update", window=True, key="cookie", colour="red"),
         {"name": "half", "limit": 3},
         row(name="fine"),
-        row(name="new", algorithm="token_bucket", methods="FETCH", enabled="yes"),
+        row(name="new", algorithm="leaky_bucket", methods="FETCH", enabled="yes"),
     ]
     assert problems_of(rows, prune=True) == [
         "row 2 (keep): limit: Ensure this value is greater than or equal to 1.",
         "row 3 (bad-update): unknown field(s) 'colour'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled, shards, overrides.",
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
         "global or header:<Name>.",
@@ -753,7 +795,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         "row 6 (new): methods: Unknown HTTP method(s): FETCH. Use a comma-separated list of "
         "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT, or leave blank for "
         "every method.",
-        "row 6 (new): algorithm: Value 'token_bucket' is not a valid choice.",
+        "row 6 (new): algorithm: Value 'leaky_bucket' is not a valid choice.",
     ]
     assert snapshot() == before
 

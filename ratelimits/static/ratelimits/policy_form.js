@@ -11,7 +11,7 @@
 
   function bytesPerClient(points, algorithm, limit) {
     var log = points.logs[algorithm];
-    if (!log) return points.counter;
+    if (!log) return algorithm === "token_bucket" ? points.bucket : points.counter;
     if (limit <= log[0][0]) return log[0][1];
     for (var i = 1; i < log.length; i++) {
       if (limit <= log[i][0] || i === log.length - 1) {
