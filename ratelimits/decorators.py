@@ -13,9 +13,15 @@ from ratelimits.http import gate, responses
 View = TypeVar("View", bound=Callable[..., Any])
 
 
-def ratelimit(*, scope: str) -> Callable[[View], View]:
+def ratelimit(
+    *, scope: str, cost: int | Callable[[Any], int] | None = None
+) -> Callable[[View], View]:
     """Apply to a view the policies whose endpoint is ``scope``, as DRF's
     ``throttle_scope`` does, and those that match its URL name or path.
+
+    ``cost`` is what one request spends under them, instead of each policy's own cost:
+    an int, or a callable ``(request) -> int`` for a cost known only from the request
+    (a batch's size).
 
     Works on sync and async function views; on a class-based view through
     ``method_decorator(ratelimit(scope=...), name="dispatch")``. Over the limit the view
@@ -27,28 +33,32 @@ def ratelimit(*, scope: str) -> Callable[[View], View]:
     """
     if not isinstance(scope, str) or not scope.strip():
         raise TypeError(f"ratelimit(scope=...) needs a policy endpoint name, not {scope!r}.")
+    if cost is not None and not callable(cost) and (type(cost) is not int or cost < 1):
+        raise TypeError(f"ratelimit(cost=...) needs a whole number of at least 1, not {cost!r}.")
 
     def decorate(view: View) -> View:
         if iscoroutinefunction(view):
 
             @functools.wraps(view)
             async def limited_async(request: Any, *args: Any, **kwargs: Any) -> Any:
-                verdict = await gate.acheck(request, scope, ratelimit)
+                verdict = await gate.acheck(request, scope, ratelimit, cost)
                 if verdict is not None and not verdict.allowed:
                     return await responses.athrottled(request, verdict)
                 return await view(request, *args, **kwargs)
 
             limited_async.ratelimit_scope = scope  # type: ignore[attr-defined]
+            limited_async.ratelimit_cost = cost  # type: ignore[attr-defined]
             return limited_async  # type: ignore[return-value]
 
         @functools.wraps(view)
         def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-            verdict = gate.check(request, scope, ratelimit)
+            verdict = gate.check(request, scope, ratelimit, cost)
             if verdict is not None and not verdict.allowed:
                 return responses.throttled(request, verdict)
             return view(request, *args, **kwargs)
 
         limited.ratelimit_scope = scope  # type: ignore[attr-defined]
+        limited.ratelimit_cost = cost  # type: ignore[attr-defined]
         return limited  # type: ignore[return-value]
 
     return decorate

@@ -47,7 +47,8 @@ class RateLimitMiddleware:
     ) -> HttpResponse | None:
         if gate.applies_policies_itself(view_func):
             return None
-        verdict = gate.check(request, gate.scope_of(view_func), RateLimitMiddleware)
+        scope, cost = gate.scope_of(view_func), gate.cost_of(view_func)
+        verdict = gate.check(request, scope, RateLimitMiddleware, cost)
         if verdict is None or verdict.allowed:
             return None
         return responses.throttled(request, verdict)
@@ -58,7 +59,8 @@ class RateLimitMiddleware:
         """:meth:`process_view` when the chain is async."""
         if gate.applies_policies_itself(view_func):
             return None
-        verdict = await gate.acheck(request, gate.scope_of(view_func), RateLimitMiddleware)
+        scope, cost = gate.scope_of(view_func), gate.cost_of(view_func)
+        verdict = await gate.acheck(request, scope, RateLimitMiddleware, cost)
         if verdict is None or verdict.allowed:
             return None
         return await responses.athrottled(request, verdict)

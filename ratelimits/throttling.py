@@ -50,7 +50,8 @@ class PolicyThrottle(BaseThrottle):
             if type(self).get_identity is PolicyThrottle.get_identity
             else self.get_identity
         )
-        self.verdict = decide(facts.checks_for(request, policies, identity_of))
+        cost = facts.request_cost(getattr(view, "ratelimit_cost", None), request)
+        self.verdict = decide(facts.checks_for(request, policies, identity_of, cost))
         attach_decisions(request, self.verdict.decisions)
         if not self.verdict.allowed:
             send_request_throttled(PolicyThrottle, request, self.verdict)

@@ -66,13 +66,22 @@ class PolicyThrottle(BaseThrottle):
     left (its ``scope`` policies).
     """
 
-    def __init__(self, scope: str | None = None) -> None:
+    def __init__(
+        self, scope: str | None = None, cost: int | Callable[[HttpRequest], int] | None = None
+    ) -> None:
         if scope is not None and (not isinstance(scope, str) or not scope.strip()):
             raise TypeError(
                 f"PolicyThrottle(scope=...) needs a policy endpoint name, not {scope!r}."
             )
+        if cost is not None and not callable(cost) and (type(cost) is not int or cost < 1):
+            raise TypeError(
+                f"PolicyThrottle(cost=...) needs a whole number of at least 1, not {cost!r}."
+            )
         #: Policies whose endpoint is this name apply too (``None``: none by scope).
         self.scope = scope
+        #: What one request spends instead of each policy's own cost: an int, or a
+        #: callable ``(request) -> int`` (``None``: the policies' costs).
+        self.ratelimit_cost = cost
 
     @property
     def ratelimit_scope(self) -> str | None:
@@ -84,9 +93,11 @@ class PolicyThrottle(BaseThrottle):
         """Decide the policies of ``request`` no face has decided yet; False over the limit
         (``request_throttled`` is then sent, with this class as sender)."""
         if _loop_running():
-            verdict = _run_off_loop(gate.check, request, self.scope, PolicyThrottle)
+            verdict = _run_off_loop(
+                gate.check, request, self.scope, PolicyThrottle, self.ratelimit_cost
+            )
         else:
-            verdict = gate.check(request, self.scope, PolicyThrottle)
+            verdict = gate.check(request, self.scope, PolicyThrottle, self.ratelimit_cost)
         _verdict.set(verdict)
         return verdict is None or verdict.allowed
 

@@ -8,6 +8,7 @@ throttle and the ``ratelimits check`` command use it; so will every other face.
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -15,6 +16,8 @@ from ratelimits.conf import app_settings
 from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.engine.identity import GLOBAL, header_identity, ip_identity, user_identity
 from ratelimits.engine.policy import Check, CompiledPolicy
+
+logger = logging.getLogger("ratelimits")
 
 #: Who a request counts as under a policy (``None`` leaves the policy out).
 IdentityOf = Callable[[Any, CompiledPolicy], "str | None"]
@@ -92,14 +95,39 @@ def policy_identity(request: Any, policy: CompiledPolicy) -> str | None:
     return request_identity(policy.key_kind, request, policy.header_meta_key)
 
 
+def request_cost(cost: Any, request: Any) -> int | None:
+    """The units ``request`` spends by its view's ``ratelimit_cost``: an int, or a callable
+    ``(request) -> int``; ``None`` (the policies' own costs) when the view sets none.
+
+    A cost that is not a whole number of at least 1 (or a callable that raises) is logged
+    and the policies' own costs apply: a view's bug never turns into a 500."""
+    if cost is None:
+        return None
+    try:
+        value = cost(request) if callable(cost) else cost
+    except Exception:
+        logger.exception("ratelimits: the view's ratelimit_cost failed; its policies' costs apply.")
+        return None
+    if type(value) is int and value >= 1:
+        return value
+    logger.error(
+        "ratelimits: ratelimit_cost gave %r, not a whole number of at least 1; the "
+        "policies' own costs apply.",
+        value,
+    )
+    return None
+
+
 def checks_for(
     request: Any,
     policies: Iterable[CompiledPolicy],
     identity_of: IdentityOf = policy_identity,
+    cost: int | None = None,
 ) -> list[Check]:
     """The checks to decide for ``request``: one per policy that counts it, with the
-    client's override applied and its shard picked. Empty for an exempt network; a policy
-    an override exempts the client from, or whose identity is ``None``, is left out."""
+    client's override applied and its shard picked, spending ``cost`` units (``None``:
+    each policy's own cost). Empty for an exempt network; a policy an override exempts
+    the client from, or whose identity is ``None``, is left out."""
     policies = list(policies)
     if not policies:
         return []
@@ -121,5 +149,5 @@ def checks_for(
             continue
         applied = policy.for_client(user, who) if overridden else policy
         if applied is not None:  # None: an override exempts this client
-            checks.append(Check(applied, who, applied.pick_shard()))
+            checks.append(Check(applied, who, applied.pick_shard(), cost))
     return checks

@@ -27,20 +27,25 @@ APPLIES_POLICIES = "applies_ratelimits_policies"
 _USER_KINDS = frozenset(("user", "user_or_ip"))
 
 
-def check(request: Any, scope: str | None, sender: object) -> Verdict | None:
+def check(request: Any, scope: str | None, sender: object, cost: Any = None) -> Verdict | None:
     """Decide the policies ``request`` falls under that no face has decided yet;
-    ``None`` when there are none. A denial sends ``request_throttled`` from ``sender``."""
+    ``None`` when there are none. ``cost`` is the view's ``ratelimit_cost`` (see
+    :func:`ratelimits.http.facts.request_cost`). A denial sends ``request_throttled``
+    from ``sender``."""
     policies = undecided(request, _matching(request, scope, get_table()))
     if not policies:
         return None
-    verdict = decide(facts.checks_for(request, policies))
+    units = facts.request_cost(cost, request)
+    verdict = decide(facts.checks_for(request, policies, cost=units))
     attach_decisions(request, verdict.decisions)
     if not verdict.allowed:
         send_request_throttled(sender, request, verdict)
     return verdict
 
 
-async def acheck(request: Any, scope: str | None, sender: object) -> Verdict | None:
+async def acheck(
+    request: Any, scope: str | None, sender: object, cost: Any = None
+) -> Verdict | None:
     """:func:`check` from a coroutine: the user is loaded with ``request.auser()`` and
     the call is made on the running loop, with no thread in between."""
     policies = undecided(request, _matching(request, scope, await aget_table()))
@@ -48,7 +53,8 @@ async def acheck(request: Any, scope: str | None, sender: object) -> Verdict | N
         return None
     if any(p.key_kind in _USER_KINDS or p.overrides is not None for p in policies):
         await _load_user(request)
-    verdict = await adecide(facts.checks_for(request, policies))
+    units = facts.request_cost(cost, request)
+    verdict = await adecide(facts.checks_for(request, policies, cost=units))
     attach_decisions(request, verdict.decisions)
     if not verdict.allowed:
         await asend_request_throttled(sender, request, verdict)
@@ -68,12 +74,24 @@ def undecided(request: Any, policies: list[CompiledPolicy]) -> list[CompiledPoli
 def scope_of(view_func: Any) -> str | None:
     """The scope :func:`ratelimits.decorators.ratelimit` gave a view: a function view's,
     or a class-based view's ``dispatch`` (through ``method_decorator``)."""
-    scope = getattr(view_func, "ratelimit_scope", None)
-    if scope is None:
+    return _view_attribute(view_func, "ratelimit_scope")  # type: ignore[no-any-return]
+
+
+def cost_of(view_func: Any) -> Any:
+    """A view's ``ratelimit_cost`` (an int or a callable): set by the decorator, or on a
+    class-based view (its class or its ``dispatch``); ``None`` when the view sets none."""
+    return _view_attribute(view_func, "ratelimit_cost")
+
+
+def _view_attribute(view_func: Any, name: str) -> Any:
+    found = getattr(view_func, name, None)
+    if found is None:
         view_class = getattr(view_func, "view_class", None)
         if view_class is not None:
-            scope = getattr(getattr(view_class, "dispatch", None), "ratelimit_scope", None)
-    return scope
+            found = getattr(view_class, name, None)
+            if found is None:
+                found = getattr(getattr(view_class, "dispatch", None), name, None)
+    return found
 
 
 def applies_policies_itself(view_func: Any) -> bool:
