@@ -7,8 +7,11 @@ import threading
 
 import pytest
 
-from ratelimits.engine import limiter
+from ratelimits.conf import app_settings
+from ratelimits.engine import keys, limiter
 from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.store import connection
+from ratelimits.tools import inspection, memory
 from tests.helpers import IDENTITY, hit, policy
 
 pytestmark = pytest.mark.usefixtures("backend")
@@ -159,3 +162,14 @@ def test_from_model_reads_burst_and_cost_when_the_row_has_them():
     Row.burst, Row.cost = 25, 2  # type: ignore[attr-defined]
     compiled = CompiledPolicy.from_model(Row())
     assert (compiled.burst, compiled.cost, compiled.capacities) == (25, 2, (25,))
+
+
+def test_the_tools_read_a_bucket_key(redis_client):
+    p = bucket(limit=10, window=60)
+    limiter.decide([limiter.Check(p, IDENTITY)])
+    name = keys.parse_key(p.key_for(IDENTITY), app_settings.KEY_PREFIX)
+    assert name is not None and name.algorithm == "token_bucket"
+    detail = inspection.inspect(connection.get_client(), name, {p.name: p})
+    assert detail.exists and int(float(detail.raw["tat"])) > detail.now_us
+    assert detail.decision is not None and detail.decision.remaining == 8
+    assert memory.bytes_per_client("token_bucket", 10) == memory.BUCKET_BYTES
