@@ -462,7 +462,7 @@ def test_the_highest_limit_the_list_edit_accepts_is_counted_exactly(
 @pytest.mark.parametrize(
     ("overrides", "field", "code"),
     [
-        ({"algorithm": "token_bucket"}, "algorithm", "invalid_choice"),
+        ({"algorithm": "leaky_bucket"}, "algorithm", "invalid_choice"),
         ({"mode": "audit"}, "mode", "invalid_choice"),
         ({"limit": "abc"}, "limit", "invalid"),
         ({"limit": 2**63}, "limit", "max_value"),

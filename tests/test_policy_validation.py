@@ -150,7 +150,7 @@ def test_duplicate_name_is_rejected_on_name() -> None:
         ({"endpoint": ""}, "ratelimits_policy_endpoint_not_blank"),
         ({"endpoint": "   "}, "ratelimits_policy_endpoint_not_blank"),
         ({"endpoint": "api search"}, "ratelimits_policy_endpoint_not_blank"),
-        ({"algorithm": "token_bucket"}, "ratelimits_policy_algorithm_valid"),
+        ({"algorithm": "leaky_bucket"}, "ratelimits_policy_algorithm_valid"),
         ({"mode": "audit"}, "ratelimits_policy_mode_valid"),
         ({"name": "not a slug"}, "ratelimits_policy_name_slug"),
         ({"name": "search\n"}, "ratelimits_policy_name_slug"),

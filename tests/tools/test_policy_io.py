@@ -656,7 +656,7 @@ def test_yaml_typing_surprises_are_caught() -> None:
             {"window": MAX_WINDOW + 1},
             f"window: Ensure this value is less than or equal to {MAX_WINDOW}.",
         ),
-        ({"algorithm": "token_bucket"}, "algorithm: Value 'token_bucket' is not a valid choice."),
+        ({"algorithm": "leaky_bucket"}, "algorithm: Value 'leaky_bucket' is not a valid choice."),
         ({"algorithm": "Sliding_Log"}, "algorithm: Value 'Sliding_Log' is not a valid choice."),
         ({"mode": "audit"}, "mode: Value 'audit' is not a valid choice."),
         ({"endpoint": "api search"}, "endpoint: The endpoint cannot contain spaces"),
@@ -737,7 +737,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         row(name="bad-update", window=True, key="cookie", colour="red"),
         {"name": "half", "limit": 3},
         row(name="fine"),
-        row(name="new", algorithm="token_bucket", methods="FETCH", enabled="yes"),
+        row(name="new", algorithm="leaky_bucket", methods="FETCH", enabled="yes"),
     ]
     assert problems_of(rows, prune=True) == [
         "row 2 (keep): limit: Ensure this value is greater than or equal to 1.",
@@ -753,7 +753,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         "row 6 (new): methods: Unknown HTTP method(s): FETCH. Use a comma-separated list of "
         "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE, CONNECT, or leave blank for "
         "every method.",
-        "row 6 (new): algorithm: Value 'token_bucket' is not a valid choice.",
+        "row 6 (new): algorithm: Value 'leaky_bucket' is not a valid choice.",
     ]
     assert snapshot() == before
 
