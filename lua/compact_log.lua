@@ -6,8 +6,8 @@
 --                     exact below 2^53), oldest at head, newest just before it
 --       S is at most the limit: a client costs 8 bytes per admission in the window,
 --       about 8 KB at limit 1000 (a sorted set costs about 118 KB there).
--- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds;
---       plus now_us from ARGV[1] (or Redis TIME).
+-- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds, cost;
+--       plus now_us from ARGV[1] (or Redis TIME). A request of cost n is n entries.
 --
 -- It decides exactly as sliding_log does: a request is admitted when fewer than limit
 -- admissions lie in (now - window, now], and the ring always holds every admission in
@@ -72,19 +72,19 @@ local function ring_slice(blob, size, head, first)
 end
 
 ALGORITHMS.compact_log = {
-  check = function(key, limit, window_us, now_us)
+  check = function(key, limit, window_us, now_us, cost)
     local blob, size, head = ring_read(key)
     local first = 0
     if blob then
       first = ring_first_after(blob, size, head, now_us - window_us)
     end
     local count = size - first
-    if count < limit then
+    if count + cost <= limit then
       local reset_us = window_us
       if count > 0 then
         reset_us = ring_entry(blob, size, head, first) + window_us - now_us
       end
-      local remaining = limit - count - 1
+      local remaining = limit - count - cost
       return {
         allowed = true, count = count, remaining = remaining, retry_us = 0,
         reset_us = reset_us,
@@ -93,14 +93,15 @@ ALGORITHMS.compact_log = {
         blob = blob, size = size, head = head, first = first,
       }
     end
-    -- The request fits once the (count - limit + 1)th oldest entry has left.
-    local retry_us = ring_entry(blob, size, head, first + count - limit) + window_us - now_us
+    -- The request fits once the (count + cost - limit)th oldest entry has left.
+    local retry_us =
+      ring_entry(blob, size, head, first + count + cost - limit - 1) + window_us - now_us
     return {
       allowed = false, count = count, remaining = 0, retry_us = retry_us, reset_us = retry_us,
     }
   end,
 
-  record = function(key, limit, window_us, now_us, state)
+  record = function(key, limit, window_us, now_us, state, cost)
     local blob, size, head = state.blob, state.size, state.head
     local at = now_us
     if size > 0 then
@@ -110,9 +111,13 @@ ALGORITHMS.compact_log = {
     if blob then
       kept = ring_slice(blob, size, head, state.first)
     end
-    -- The entries still in the window, oldest first from slot 0, then this one; the key
-    -- expires a window after it (one SET: the string and its expiry).
-    redis.call('SET', key, RING_START .. kept .. struct.pack('>d', at), 'PX',
+    -- The entries still in the window, oldest first from slot 0, then this one's cost
+    -- entries; the key expires a window after it (one SET: the string and its expiry).
+    local added = struct.pack('>d', at)
+    if cost > 1 then
+      added = string.rep(added, cost)
+    end
+    redis.call('SET', key, RING_START .. kept .. added, 'PX',
       ceil_div(window_us, 1000))
   end,
 }

@@ -3,15 +3,15 @@
 -- KEYS  the policy's key (one KEYS[i] of decide.lua): a hash with fields
 --         w  index of the window the count belongs to (floor(now / window))
 --         c  requests admitted in window w
--- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds;
---       plus now_us from ARGV[1] (or Redis TIME).
+-- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds, cost;
+--       plus now_us from ARGV[1] (or Redis TIME). A request of cost n adds n to c.
 --
 -- A count from an older window is ignored, and the key expires at the end of its
 -- window. Cheap, but a client can send the limit just before a boundary and the
 -- limit again just after it: up to 2 x limit within one window's length.
 
 ALGORITHMS.fixed_window = {
-  check = function(key, limit, window_us, now_us)
+  check = function(key, limit, window_us, now_us, cost)
     local index = math.floor(now_us / window_us)
     local stored = redis.call('HMGET', key, 'w', 'c')
     local stored_index = tonumber(stored[1])
@@ -20,8 +20,8 @@ ALGORITHMS.fixed_window = {
       count = tonumber(stored[2]) or 0
     end
     local reset_us = (index + 1) * window_us - now_us
-    if count + 1 <= limit then
-      local remaining = limit - count - 1
+    if count + cost <= limit then
+      local remaining = limit - count - cost
       return {
         allowed = true, count = count, remaining = remaining, retry_us = 0,
         reset_us = reset_us,
@@ -36,12 +36,12 @@ ALGORITHMS.fixed_window = {
     }
   end,
 
-  record = function(key, limit, window_us, now_us, state)
+  record = function(key, limit, window_us, now_us, state, cost)
     if state.stored_index == state.index then
       -- The key already expires when this window ends: set with the window's first count.
-      redis.call('HINCRBY', key, 'c', 1)
+      redis.call('HINCRBY', key, 'c', cost)
     else
-      redis.call('HSET', key, 'w', state.index, 'c', 1)
+      redis.call('HSET', key, 'w', state.index, 'c', cost)
       redis.call('PEXPIRE', key, ceil_div(state.reset_us, 1000))
     end
   end,

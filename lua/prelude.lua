@@ -2,24 +2,30 @@
 --
 -- The code Redis runs is assembled at load time (ratelimits/engine/store/scripts.py) as
 --   prelude.lua + sliding_log.lua + compact_log.lua + sliding_counter.lua
---   + fixed_window.lua + decide.lua
+--   + fixed_window.lua + token_bucket.lua + decide.lua
 -- which define decide(KEYS, ARGV): loaded once as a function library (FUNCTION LOAD,
 -- then FCALL per request) on Redis 7+, or called from a script by SHA (EVALSHA).
 --
 -- Each algorithm file adds an entry to ALGORITHMS with two functions:
---   check(key, limit, window_us, now_us)
---       read-only; returns a table with
---         allowed    true when one more request fits under the limit
---         count      requests counted now, before this one (the estimate for the counter)
---         remaining  requests still allowed after this one (0 when denied)
---         retry_us   microseconds until a denied request would be allowed (0 when allowed)
+--   check(key, limit, window_us, now_us, cost, burst)
+--       read-only; cost is the units this request spends (integer, 1 <= cost <= the
+--       policy's capacity: decide.lua denies a larger cost before asking), burst is the
+--       bucket's size (only token_bucket reads it). Returns a table with
+--         allowed    true when cost more units fit under the limit
+--         count      units counted now, before this request (the estimate for the counter)
+--         remaining  units still allowed after this request (0 when denied)
+--         retry_us   microseconds until a denied request (its cost) would be allowed
+--                    (0 when allowed)
 --         reset_us   microseconds until one more unit of quota frees up
---         full_us    when allowed: microseconds until a request after this one would be
---                    allowed, if this one is recorded (0 while quota remains)
+--         full_us    when allowed: microseconds until a request of cost 1 after this one
+--                    would be allowed, if this one is recorded (0 while quota remains)
 --       plus any state that record needs, built in one table constructor (a table that
 --       grows after its constructor is rehashed, which costs on every call).
---   record(key, limit, window_us, now_us, state)
---       stores one admitted request; called only when no enforcing policy denied.
+--   record(key, limit, window_us, now_us, state, cost, burst)
+--       stores one admitted request of cost units; called only when no enforcing policy
+--       denied.
+-- An entry may set bursts = true: its capacity (the largest cost it can ever grant) is
+-- the burst, not the limit.
 -- KEYS and ARGV are read only by decide.lua.
 --
 -- All times are integer microseconds. Lua numbers are doubles, exact to 2^53, so

@@ -2,25 +2,26 @@
 --
 -- KEYS  the policy's key (one KEYS[i] of decide.lua): a sorted set with one member
 --       per admitted request, scored by its admission time in microseconds.
--- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds;
+-- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds, cost;
 --       plus now_us from ARGV[1] (or Redis TIME).
 --
--- An admission at time t occupies a slot during [t, t + window). Only admitted
+-- An admission at time t occupies a slot during [t, t + window); a request of cost n
+-- occupies n slots (n members, all scored t). Only admitted
 -- requests are stored, so a denied flood costs no memory. check() counts with ZCOUNT
 -- and never writes; record() prunes what left the window, adds the request, and sets
 -- the TTL to the window (the newest entry is the last to leave).
 
 ALGORITHMS.sliding_log = {
-  check = function(key, limit, window_us, now_us)
+  check = function(key, limit, window_us, now_us, cost)
     local start = '(' .. int(now_us - window_us)
     local count = redis.call('ZCOUNT', key, start, '+inf')
-    if count < limit then
+    if count + cost <= limit then
       local oldest = redis.call('ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
       local reset_us = window_us
       if oldest[2] then
         reset_us = tonumber(oldest[2]) + window_us - now_us
       end
-      local remaining = limit - count - 1
+      local remaining = limit - count - cost
       return {
         allowed = true, count = count, remaining = remaining, retry_us = 0,
         reset_us = reset_us,
@@ -28,20 +29,33 @@ ALGORITHMS.sliding_log = {
         full_us = remaining == 0 and reset_us or 0,
       }
     end
-    -- The request fits once the (count - limit + 1)th oldest entry has left.
+    -- The request fits once the (count + cost - limit)th oldest entry has left.
     local entry = redis.call(
-      'ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT', count - limit, 1)
+      'ZRANGEBYSCORE', key, start, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
     local retry_us = tonumber(entry[2]) + window_us - now_us
     return {
       allowed = false, count = count, remaining = 0, retry_us = retry_us, reset_us = retry_us,
     }
   end,
 
-  record = function(key, limit, window_us, now_us, state)
+  record = function(key, limit, window_us, now_us, state, cost)
     redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now_us - window_us))
-    -- The count before this request makes the member unique at one timestamp.
+    -- The count before each unit makes its member unique at one timestamp.
     local at = int(now_us)
-    redis.call('ZADD', key, at, at .. '-' .. state.count)
+    if cost == 1 then
+      redis.call('ZADD', key, at, at .. '-' .. state.count)
+    else
+      local done = 0
+      while done < cost do -- at most 256 members per ZADD (unpack's stack)
+        local args, n = {}, 0
+        for i = done, math.min(cost, done + 256) - 1 do
+          args[n + 1], args[n + 2] = at, at .. '-' .. (state.count + i)
+          n = n + 2
+        end
+        redis.call('ZADD', key, unpack(args))
+        done = done + n / 2
+      end
+    end
     redis.call('PEXPIRE', key, ceil_div(window_us, 1000))
   end,
 }

@@ -21,7 +21,7 @@ class Algorithm(models.TextChoices):
     COMPACT_LOG = "compact_log", "Compact sliding window log (exact, 8 B per request)"
     SLIDING_COUNTER = "sliding_counter", "Sliding window counter (approximate, small)"
     FIXED_WINDOW = "fixed_window", "Fixed window"
-    TOKEN_BUCKET = "token_bucket", "Token bucket (GCRA: a steady rate with bursts, tiny)"
+    TOKEN_BUCKET = "token_bucket", "Token bucket (GCRA: a steady rate with bursts)"
 
 
 class Mode(models.TextChoices):

@@ -22,6 +22,12 @@ Times are this process's ``time.monotonic()``, starting when the request was *se
 Redis ran the script later, so a remembered denial ends at or before the real one and a
 client is never denied longer than Redis would deny it. At most ``LOCAL_DENIALS`` keys
 are remembered per process (0 turns this off).
+
+Requests can cost more than one unit. A denial remembers the cost it was for and answers
+only requests costing as much or more: a request that needs n units and does not fit
+until a time shows that fewer than n are free until then, so one needing more does not
+fit either, but a cheaper one may. A denial after an admission that used the last unit
+is for cost 1: no request fits until then.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ from ratelimits.engine.policy import Check
 _Slot = tuple[str, str, int, int]
 
 _lock = threading.Lock()
-_until: dict[_Slot, tuple[float, Decision]] = {}
+# slot -> (until, the least cost it denies, the denial)
+_until: dict[_Slot, tuple[float, int, Decision]] = {}
 _generation = 0
 
 
@@ -62,24 +69,27 @@ def lookup(checks: Sequence[Check], now: float) -> Verdict | None:
     found = []
     for check in checks:
         entry = _until.get(_slot(check))
-        if entry is not None and entry[0] > now:
+        if entry is not None and entry[0] > now and check.units >= entry[1]:
             wait = entry[0] - now
-            found.append(replace(entry[1], retry_after=wait, reset=wait))
+            found.append(replace(entry[2], retry_after=wait, reset=wait))
     return Verdict(tuple(found)) if found else None
 
 
 def remember(check: Check, decision: Decision, blocked_s: float, sent_at: float, seen: int) -> None:
     """``check``'s key denies every request for ``blocked_s`` seconds from ``sent_at``;
-    ``seen`` is :func:`generation` as it was when the request was sent."""
+    ``seen`` is :func:`generation` as it was when the request was sent. A denied
+    ``decision`` blocks requests of ``check``'s cost or more; an admitted one (that used
+    the last unit) blocks every request."""
     if not decision.enforce or blocked_s <= 0:
         return
     capacity = int(app_settings.LOCAL_DENIALS)
     if capacity <= 0:
         return
+    units = check.units
     denial = replace(
         decision,
         allowed=False,
-        count=decision.count + (1 if decision.allowed else 0),
+        count=decision.count + (units if decision.allowed else 0),
         remaining=0,
         retry_after=blocked_s,
         reset=blocked_s,
@@ -91,12 +101,12 @@ def remember(check: Check, decision: Decision, blocked_s: float, sent_at: float,
             return  # the state changed while the reply was on its way
         if len(_until) >= capacity and slot not in _until:
             _make_room(sent_at, capacity)
-        _until[slot] = (sent_at + blocked_s, denial)
+        _until[slot] = (sent_at + blocked_s, 1 if decision.allowed else units, denial)
 
 
 def _make_room(now: float, capacity: int) -> None:
     """Drop what has expired; if that is not enough, start over (called with the lock)."""
-    for slot in [slot for slot, (until, _) in _until.items() if until <= now]:
+    for slot in [slot for slot, (until, _, _) in _until.items() if until <= now]:
         del _until[slot]
     if len(_until) >= capacity:
         _until.clear()

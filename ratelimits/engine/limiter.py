@@ -40,6 +40,7 @@ from ratelimits.exceptions import ConfigurationError
 logger = logging.getLogger("ratelimits")
 
 REPLY_FIELDS = 6  # allowed, count x 1000, remaining, retry_ms, reset_ms, blocked_us
+POLICY_SLOTS = 6  # algorithm, limit, window_ms, enforce, burst, cost (lua/decide.lua)
 
 
 _script: Script | None = None
@@ -376,14 +377,15 @@ def decide_call(
     if keys is None:
         keys = [check.key for check in checks]
     head = _HEAD_ARGUMENTS[record] if now is None else bulk_strings(_arguments([], record, now))
-    policies = [check.policy.wire_args[check.shard] for check in checks]
-    return commands.decide_call(keys, head + b"".join(policies), 2 + 4 * len(checks))
+    policies = [check.wire_args for check in checks]
+    return commands.decide_call(keys, head + b"".join(policies), 2 + POLICY_SLOTS * len(checks))
 
 
 def _arguments(checks: Sequence[Check], record: bool, now: float | None) -> list[str]:
     args = ["" if now is None else str(round(now * 1_000_000)), "1" if record else "0"]
     for check in checks:
-        args.extend(check.policy.script_args[check.shard])
+        args.extend(check.policy.script_args[check.shard][:-1])
+        args.append(str(check.units))
     return args
 
 
@@ -396,6 +398,8 @@ def _decision(check: Check, reply: list[int], index: int) -> Decision:
     start = 2 + REPLY_FIELDS * index
     allowed, count_milli, remaining, retry_ms, reset_ms = reply[start : start + 5]
     policy = check.policy
+    if not allowed and check.units > 1 and check.units > policy.capacities[check.shard]:
+        _warn_oversized(check)
     return Decision(
         policy=policy.name,
         identity=check.identity,
@@ -407,6 +411,24 @@ def _decision(check: Check, reply: list[int], index: int) -> Decision:
         remaining=int(remaining),
         retry_after=retry_ms / 1000,
         reset=reset_ms / 1000,
+    )
+
+
+#: Policies already warned about a cost they can never grant (one warning per name).
+_warned_oversized: set[str] = set()
+
+
+def _warn_oversized(check: Check) -> None:
+    name = check.policy.name
+    if name in _warned_oversized:
+        return
+    _warned_oversized.add(name)
+    logger.warning(
+        "ratelimits: policy %s can never grant a cost of %d (at most %d per shard): such "
+        "requests are denied for a window.",
+        name,
+        check.units,
+        check.policy.capacities[check.shard],
     )
 
 

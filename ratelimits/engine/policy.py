@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, field, replace
 
@@ -33,18 +34,35 @@ class CompiledPolicy:
     header_meta_key: str | None
     enforce: bool
     fail_open: bool
-    #: For each shard, its four ARGV slots in ``lua/decide.lua``: algorithm, the shard's
-    #: share of the limit, window_ms, enforce. One entry for an unsharded policy.
-    script_args: tuple[tuple[str, str, str, str], ...]
+    #: For each shard, its six ARGV slots in ``lua/decide.lua``: algorithm, the shard's
+    #: share of the limit, window_ms, enforce, the shard's share of the burst (the limit's
+    #: share for algorithms without one), cost. One entry for an unsharded policy.
+    script_args: tuple[tuple[str, str, str, str, str, str], ...]
     #: Who gets another limit or none (:mod:`ratelimits.engine.overrides`); ``None`` when nobody.
     overrides: Overrides | None = field(default=None, compare=False, repr=False)
     #: For a policy an override made, which one ("user alice", "10.0.0.0/8"); else "".
     override: str = ""
+    #: token_bucket: units that may be spent at once, as configured; ``None`` is the
+    #: default, the limit (and stays the limit when an override changes it).
+    burst: int | None = None
+    #: Units one request spends under this policy (a :class:`Check` may multiply it).
+    cost: int = 1
     #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
     wire_args: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
+    #: ``script_args`` without the last slot, cost, as bytes: a request that spends
+    #: another cost appends its own (:func:`encoded_cost`).
+    wire_head: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
+    #: Per shard, the largest cost it can ever grant: its burst for token_bucket, else its
+    #: limit. A larger one is denied for a window (and logged).
+    capacities: tuple[int, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "wire_args", tuple(map(bulk_strings, self.script_args)))
+        object.__setattr__(
+            self, "wire_head", tuple(bulk_strings(args[:5]) for args in self.script_args)
+        )
+        slot = 4 if self.algorithm == "token_bucket" else 1
+        object.__setattr__(self, "capacities", tuple(int(a[slot]) for a in self.script_args))
 
     @classmethod
     def build(
@@ -60,10 +78,18 @@ class CompiledPolicy:
         mode: str = "enforce",
         fail_open: bool = True,
         shards: int = 1,
+        burst: int | None = None,
+        cost: int = 1,
     ) -> CompiledPolicy:
+        """The compiled policy. ``burst`` (token_bucket; ``None``: the limit) must be at
+        least 1, and so must ``cost``, the units one request spends."""
+        if burst is not None and int(burst) < 1:
+            raise ValueError(f"burst must be at least 1, not {burst}")
+        if int(cost) < 1:
+            raise ValueError(f"cost must be at least 1, not {cost}")
         header = validators.header_name(key)
         enforce = mode == "enforce"
-        shards = max(1, min(int(shards), int(limit)))
+        burst = None if burst is None else int(burst)
         return cls(
             name=name,
             endpoint=endpoint,
@@ -76,15 +102,25 @@ class CompiledPolicy:
             header_meta_key=meta_key(header) if header else None,
             enforce=enforce,
             fail_open=bool(fail_open),
-            script_args=tuple(
-                (algorithm, str(share), str(int(window) * 1000), "1" if enforce else "0")
-                for share in shard_limits(int(limit), shards)
+            script_args=_script_args(
+                algorithm,
+                int(limit),
+                str(int(window) * 1000),
+                "1" if enforce else "0",
+                burst,
+                int(cost),
+                int(shards),
             ),
+            burst=burst,
+            cost=int(cost),
         )
 
     @classmethod
     def from_model(cls, policy: object) -> CompiledPolicy:
+        """The policy from a ``Policy`` row (``burst`` and ``cost`` when it has them)."""
         return cls.build(
+            burst=getattr(policy, "burst", None),
+            cost=getattr(policy, "cost", 1) or 1,
             **{
                 field: getattr(policy, field)
                 for field in (
@@ -99,20 +135,27 @@ class CompiledPolicy:
                     "fail_open",
                     "shards",
                 )
-            }
+            },
         )
 
     def with_limit(self, limit: int, *, override: str) -> CompiledPolicy:
-        """This policy with another limit (same key, window and shards as far as the limit
-        allows), as an override applies it."""
-        shards = min(len(self.script_args), limit)
-        algorithm, _, window_ms, enforce = self.script_args[0]
+        """This policy with another limit (same key, window, cost and shards as far as the
+        limit allows), as an override applies it.
+
+        The burst follows the limit: a default burst (``None``) stays the limit, the new
+        one; a configured one keeps its ratio to the limit, rounded, at least 1 (a policy
+        of 10 per minute with bursts of 20 becomes, overridden to 100, bursts of 200)."""
+        burst = self.burst
+        if burst is not None:
+            burst = max(1, round(burst * limit / self.limit))
+        algorithm, _, window_ms, enforce, _, cost = self.script_args[0]
         return replace(
             self,
             limit=limit,
-            script_args=tuple(
-                (algorithm, str(share), window_ms, enforce) for share in shard_limits(limit, shards)
+            script_args=_script_args(
+                algorithm, limit, window_ms, enforce, burst, int(cost), len(self.script_args)
             ),
+            burst=burst,
             overrides=None,
             override=override,
         )
@@ -154,6 +197,41 @@ class CompiledPolicy:
         return random.randrange(count) if count > 1 else 0
 
 
+def _script_args(
+    algorithm: str,
+    limit: int,
+    window_ms: str,
+    enforce: str,
+    burst: int | None,
+    cost: int,
+    shards: int,
+) -> tuple[tuple[str, str, str, str, str, str], ...]:
+    """Each shard's ARGV slots (see ``CompiledPolicy.script_args``).
+
+    A policy has at most ``limit`` shards (each has a unit of quota), and a token bucket
+    at most ``burst`` (each shard's bucket holds a unit). A bucket's shards split the rate
+    and the burst as :func:`shard_limits` splits a limit: shard i admits at most
+    ``burst_i + limit_i * t / window`` units in any time t, so the policy, summed over its
+    shards, admits at most ``burst + limit * t / window`` (as an unsharded bucket does),
+    and, as for every sharded policy, a client whose requests all land in one shard may
+    be denied earlier."""
+    bursts = limit if burst is None else burst
+    count = max(1, min(shards, limit, bursts if algorithm == "token_bucket" else limit))
+    cost_slot = str(cost)
+    return tuple(
+        (algorithm, str(share), window_ms, enforce, str(bucket), cost_slot)
+        for share, bucket in zip(
+            shard_limits(limit, count), shard_limits(bursts, count), strict=True
+        )
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def encoded_cost(cost: int) -> bytes:
+    """The cost slot of a request that spends ``cost`` units, as a decide call carries it."""
+    return bulk_strings([str(cost)])
+
+
 def shard_limits(limit: int, shards: int) -> list[int]:
     """``limit`` split over ``shards`` as evenly as whole numbers allow (they sum to it)."""
     share, extra = divmod(limit, shards)
@@ -169,6 +247,20 @@ class Check:
     policy: CompiledPolicy
     identity: str
     shard: int = 0
+    #: How many requests this one counts as: it spends ``cost * policy.cost`` units.
+    cost: int = 1
+
+    @property
+    def units(self) -> int:
+        """The units this request spends under its policy."""
+        return self.cost * self.policy.cost
+
+    @property
+    def wire_args(self) -> bytes:
+        """This check's ARGV slots as bytes: the policy's pre-encoded ones for cost 1."""
+        if self.cost == 1:
+            return self.policy.wire_args[self.shard]
+        return self.policy.wire_head[self.shard] + encoded_cost(self.units)
 
     @property
     def key(self) -> str:

@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='policy',
             name='algorithm',
-            field=models.CharField(choices=[('sliding_log', 'Sliding window log (exact)'), ('compact_log', 'Compact sliding window log (exact, 8 B per request)'), ('sliding_counter', 'Sliding window counter (approximate, small)'), ('fixed_window', 'Fixed window'), ('token_bucket', 'Token bucket (GCRA: a steady rate with bursts, tiny)')], default='sliding_counter', max_length=20),
+            field=models.CharField(choices=[('sliding_log', 'Sliding window log (exact)'), ('compact_log', 'Compact sliding window log (exact, 8 B per request)'), ('sliding_counter', 'Sliding window counter (approximate, small)'), ('fixed_window', 'Fixed window'), ('token_bucket', 'Token bucket (GCRA: a steady rate with bursts)')], default='sliding_counter', max_length=20),
         ),
         migrations.AddConstraint(
             model_name='policy',

@@ -48,7 +48,8 @@ class KeyDetail:
     note: str = ""
     entries: list[int] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
-    #: The hash as stored (sliding_counter, fixed_window), for keys without a policy.
+    #: The hash as stored (sliding_counter, fixed_window), for keys without a policy; for
+    #: token_bucket its theoretical arrival time in microseconds, as "tat".
     raw: dict[str, str] = field(default_factory=dict)
 
 
@@ -63,7 +64,7 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
     pipe.memory_usage(name.key)
     if name.algorithm == "sliding_log":
         pipe.zrange(name.key, 0, -1, withscores=True)
-    elif name.algorithm == "compact_log":
+    elif name.algorithm in ("compact_log", "token_bucket"):
         pipe.get(name.key)
     else:
         pipe.hgetall(name.key)
@@ -89,6 +90,9 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
         detail.entries.extend(int(score) for _, score in replies[4])
     elif name.algorithm == "compact_log":
         detail.entries.extend(ring_entries(replies[4]))
+    elif name.algorithm == "token_bucket":
+        if replies[4] is not None:  # the theoretical arrival time, in microseconds
+            detail.raw["tat"] = replies[4].decode()
     elif replies[4]:
         detail.raw.update((k.decode(), v.decode()) for k, v in replies[4].items())
         if check is not None:  # windows only mean something under the policy's settings

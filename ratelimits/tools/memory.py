@@ -46,7 +46,8 @@ COMPACT_LOG_POINTS: tuple[tuple[int, int], ...] = (
 LOG_POINTS = {"sliding_log": SLIDING_LOG_POINTS, "compact_log": COMPACT_LOG_POINTS}
 #: A sliding_counter or fixed_window key: one small hash at any limit.
 COUNTER_BYTES = 104
-#: A token_bucket key: one integer (the theoretical arrival time) at any limit or burst.
+#: A token_bucket key: one small string (measured: 72 B on one server, 88 B on a cluster
+#: node, for a TAT in whole microseconds).
 BUCKET_BYTES = 88
 
 #: Above this, the admin suggests sliding_counter instead of a log.

@@ -29,6 +29,7 @@ DECIDE_PARTS = (
     "compact_log.lua",
     "sliding_counter.lua",
     "fixed_window.lua",
+    "token_bucket.lua",
     "decide.lua",
 )
 

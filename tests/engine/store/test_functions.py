@@ -187,7 +187,7 @@ def test_the_reply_admits_past_a_denying_policy_only_in_shadow(
     One policy and several take different paths through the code."""
     client = redis_server.client()
     keys = [f"rl:{{ip:203.0.113.7}}:p{i}:fixed" for i in range(policies)]
-    arguments = ["", "1"] + ["fixed_window", "1", "60000", enforce] * policies
+    arguments = ["", "1"] + ["fixed_window", "1", "60000", enforce, "1", "1"] * policies
     source = scripts.decide_source()
     first = client.eval(source, policies, *keys, *arguments)
     assert first[0] == 1 and first[2] == 1  # the one unit of each policy
