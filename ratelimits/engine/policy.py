@@ -45,7 +45,7 @@ class CompiledPolicy:
     #: token_bucket: units that may be spent at once, as configured; ``None`` is the
     #: default, the limit (and stays the limit when an override changes it).
     burst: int | None = None
-    #: Units one request spends under this policy (a :class:`Check` may multiply it).
+    #: Units one request spends under this policy (a :class:`Check` may set its own).
     cost: int = 1
     #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
     wire_args: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
@@ -247,20 +247,22 @@ class Check:
     policy: CompiledPolicy
     identity: str
     shard: int = 0
-    #: How many requests this one counts as: it spends ``cost * policy.cost`` units.
-    cost: int = 1
+    #: The units this request spends, when its view sets them (``ratelimit_cost``);
+    #: ``None``: the policy's own cost.
+    cost: int | None = None
 
     @property
     def units(self) -> int:
         """The units this request spends under its policy."""
-        return self.cost * self.policy.cost
+        return self.policy.cost if self.cost is None else self.cost
 
     @property
     def wire_args(self) -> bytes:
-        """This check's ARGV slots as bytes: the policy's pre-encoded ones for cost 1."""
-        if self.cost == 1:
+        """This check's ARGV slots as bytes: the policy's, pre-encoded, for its own cost."""
+        cost = self.cost
+        if cost is None or cost == self.policy.cost:
             return self.policy.wire_args[self.shard]
-        return self.policy.wire_head[self.shard] + encoded_cost(self.units)
+        return self.policy.wire_head[self.shard] + encoded_cost(cost)
 
     @property
     def key(self) -> str:

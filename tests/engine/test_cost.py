@@ -21,7 +21,7 @@ ALGORITHMS = ["sliding_log", "compact_log", "sliding_counter", "fixed_window", "
 START = 1_745_000_400
 
 
-def spend(p, now: float | None, cost: int = 1, identity: str = IDENTITY) -> Decision:
+def spend(p, now: float | None, cost: int | None = None, identity: str = IDENTITY) -> Decision:
     return limiter.decide([limiter.Check(p, identity, cost=cost)], now=now).decisions[0]
 
 
@@ -40,11 +40,12 @@ def test_a_request_of_cost_n_spends_n_units(algorithm):
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_a_cost_from_the_policy_multiplies_the_checks(algorithm):
+def test_a_requests_own_cost_replaces_the_policys(algorithm):
     p = policy(algorithm, limit=10, window=60, cost=2)
-    assert spend(p, START + 1).remaining == 8
-    assert spend(p, START + 1, cost=3).remaining == 2
-    assert not spend(p, START + 1, cost=2).allowed
+    assert spend(p, START + 1).remaining == 8  # the policy's cost
+    assert spend(p, START + 1, cost=5).remaining == 3  # the view's, instead
+    assert not spend(p, START + 1, cost=4).allowed
+    assert spend(p, START + 1, cost=1).remaining == 2
     assert spend(p, START + 1).remaining == 0
 
 
