@@ -34,6 +34,11 @@ async def async_scoped(request: HttpRequest) -> dict[str, str]:
     return {"view": "async scoped"}
 
 
+@api.get("/batch", throttle=PolicyThrottle(scope="batch", cost=lambda r: int(r.GET["n"])))
+def batch(request: HttpRequest) -> dict[str, str]:
+    return {"view": "batch"}
+
+
 @api.get("/unthrottled", throttle=[])
 def unthrottled(request: HttpRequest) -> dict[str, str]:
     return {"view": "unthrottled"}
