@@ -36,7 +36,7 @@ from ratelimits.tools import memory
 
 ALGORITHMS = [
     a
-    for a in ("sliding_log", "compact_log", "sliding_counter", "fixed_window")
+    for a in ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "token_bucket")
     if a in keys.ALGORITHM_SUFFIX
 ]
 #: The ``limits`` strategies compared, by the label the tables use.
@@ -58,6 +58,8 @@ SAMPLED_KEYS = 5
 #: A little over one tick of Redis's timer (hz 10).
 SETTLE = 0.12
 COUNTER_TARGET = 150
+#: A token bucket's key: one number, whatever the limit or the burst.
+BUCKET_TARGET = 100
 COMPACT_TARGET = 10_000
 
 
@@ -282,6 +284,16 @@ def run(ctx: Context) -> Section:
                 + " B",
                 target=f"<= {COUNTER_TARGET} B per client (judged on MEMORY USAGE of the key)",
                 met=all(m.key_bytes <= COUNTER_TARGET for m in found),
+            )
+        )
+    if "token_bucket" in ALGORITHMS:
+        found = [results["token_bucket", limit] for limit in LIMITS]
+        targets.append(
+            Target(
+                name=f"token_bucket: memory per client at limits {', '.join(map(str, LIMITS))}",
+                measured=" / ".join(f"{m.key_bytes:,.0f}" for m in found) + " B (MEMORY USAGE)",
+                target=f"<= {BUCKET_TARGET} B per client (MEMORY USAGE of the key)",
+                met=all(m.key_bytes <= BUCKET_TARGET for m in found),
             )
         )
     if "compact_log" in ALGORITHMS:
