@@ -1334,3 +1334,26 @@ def test_unreachable_redis_exits_1_without_a_traceback(tmp_path):
     assert done.stderr.startswith(f"CommandError: Redis at 127.0.0.1:{port} did not answer: ")
     assert len(done.stderr.strip().splitlines()) == 1
     assert done.stdout == ""
+
+
+def test_a_token_bucket_key_through_keys_inspect_and_reset(redis_client):
+    bucket = add_policy("bursty", algorithm="token_bucket", limit=2, window=60, burst=4)
+    hit(bucket, V4, times=3)  # 3 of a burst of 4; one unit frees every 30 s
+    record = by_key(run_json("keys"))[bucket.key_for(V4)]
+    assert (record["algorithm"], record["limit"], record["remaining"]) == ("token_bucket", 2, 1)
+    assert record["count"] == pytest.approx(3, abs=0.01)
+    assert 85 < record["ttl"] <= 90  # empty again three intervals from now
+    assert record["memory"] == redis_client.memory_usage(bucket.key_for(V4))
+
+    detail = run_json("inspect", "--policy", "bursty", "--identity", "203.0.113.7")
+    tat_us = int(float(detail["stored"]["tat"]))
+    assert tat_us == pytest.approx(redis_now_us(redis_client) + 90_000_000, abs=5_000_000)
+    assert (detail["remaining"], detail["allowed"]) == (1, True)  # one more may come now
+    assert redis_client.exists(bucket.key_for(V4))  # inspecting consumed nothing
+    hit(bucket, V4)
+    assert (
+        run_json("inspect", "--policy", "bursty", "--identity", "203.0.113.7")["allowed"] is False
+    )
+
+    run("reset", "--policy", "bursty", "--yes")
+    assert not redis_client.exists(bucket.key_for(V4))
