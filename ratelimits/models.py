@@ -13,6 +13,7 @@ from django.db.models import F, Q
 
 from ratelimits import validators
 from ratelimits.engine import override_identity
+from ratelimits.engine.policy import describe_rate
 from ratelimits.signals import schedule_policy_change
 
 
@@ -220,12 +221,7 @@ class Policy(models.Model):
     def rate_display(self) -> str:
         """``"5 per 60 s"``; a token bucket's burst and a cost other than 1 are added
         (``"2 per 2 s, burst 4, cost 3"``)."""
-        text = f"{self.limit} per {self.window} s"
-        if self.algorithm == Algorithm.TOKEN_BUCKET and self.burst is not None:
-            text += f", burst {self.burst}"
-        if self.cost != 1:
-            text += f", cost {self.cost}"
-        return text
+        return describe_rate(self.limit, self.window, self.algorithm, self.burst, self.cost)
 
 
 class PolicyOverride(models.Model):

@@ -108,7 +108,7 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
 def _row(policy: CompiledPolicy, *cells: Any, rate: str | None = None) -> list[Any]:
     """A row of :data:`OVERRIDE_COLUMNS`: the policy (as applied), then ``cells``."""
     mode = "enforce" if policy.enforce else "shadow"
-    rate = rate or f"{policy.limit} per {policy.window} s"
+    rate = rate or policy.rate
     return [policy.name, policy.endpoint, rate, policy.algorithm, mode, *cells]
 
 

@@ -178,6 +178,11 @@ class CompiledPolicy:
         return self.endpoint.startswith(("/", "*"))
 
     @property
+    def rate(self) -> str:
+        """The rate as the admin and the command show it (:func:`describe_rate`)."""
+        return describe_rate(self.limit, self.window, self.algorithm, self.burst, self.cost)
+
+    @property
     def shards(self) -> int:
         return len(self.script_args)
 
@@ -230,6 +235,19 @@ def _script_args(
 def encoded_cost(cost: int) -> bytes:
     """The cost slot of a request that spends ``cost`` units, as a decide call carries it."""
     return bulk_strings([str(cost)])
+
+
+def describe_rate(
+    limit: int, window: int, algorithm: str, burst: int | None = None, cost: int = 1
+) -> str:
+    """``"5 per 60 s"``; a token bucket's burst and a cost other than 1 are added
+    (``"2 per 2 s, burst 4, cost 3"``)."""
+    text = f"{limit} per {window} s"
+    if algorithm == "token_bucket" and burst is not None:
+        text += f", burst {burst}"
+    if cost != 1:
+        text += f", cost {cost}"
+    return text
 
 
 def shard_limits(limit: int, shards: int) -> list[int]:

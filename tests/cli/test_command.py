@@ -1357,3 +1357,21 @@ def test_a_token_bucket_key_through_keys_inspect_and_reset(redis_client):
 
     run("reset", "--policy", "bursty", "--yes")
     assert not redis_client.exists(bucket.key_for(V4))
+
+
+def test_check_shows_a_token_buckets_units_without_consuming(redis_client):
+    bucket = add_policy(
+        "bursty", "api:items", algorithm="token_bucket", limit=2, window=60, burst=4, key="ip"
+    )
+    hit(bucket, V4, times=4)  # the burst is spent
+    before = redis_client.get(bucket.key_for(V4))
+    text = run("check", "--path", "/api/items/", "--ip", "203.0.113.7")
+    row = row_of(text, "bursty")
+    assert row[2:4] == ["2 per 60 s, burst 4", "token_bucket"]
+    assert row[7] == "0" and re.fullmatch(r"denied \(\d+\.\d s\)", row[8])
+    record = run_json("check", "--path", "/api/items/", "--ip", "203.0.113.7")
+    (found,) = record["policies"]
+    assert (found["policy"], found["limit"], found["remaining"]) == ("bursty", 2, 0)
+    assert record["allowed"] is False
+    assert 29 <= record["retry_after"] <= 30  # one unit frees every 30 s
+    assert redis_client.get(bucket.key_for(V4)) == before  # a look, not a request
