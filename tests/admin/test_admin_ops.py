@@ -171,6 +171,21 @@ def test_change_page_lists_the_busiest_clients(admin_client):
     assert html.index('id="ratelimits-reset-form"') > html.index("</form>")
 
 
+def test_live_usage_of_a_token_bucket(admin_client, redis_client):
+    policy = make_policy(algorithm="token_bucket", limit=2, window=60, burst=4)
+    use(policy, "ip:203.0.113.7", 3)
+    use(policy, "ip:198.51.100.1", 1)
+    before = redis_client.dump("rl:{ip:203.0.113.7}:login:bucket")
+    response = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
+    usage = response.context["live_usage"]
+    assert [(r.identity, round(r.count), r.remaining) for r in usage.rows] == [
+        ("ip:203.0.113.7", 3, 1),  # units in the bucket, units that may still come now
+        ("ip:198.51.100.1", 1, 3),
+    ]
+    assert all(0 < r.reset <= 30 for r in usage.rows)  # one unit frees every 30 s
+    assert redis_client.dump("rl:{ip:203.0.113.7}:login:bucket") == before
+
+
 def test_reading_the_change_page_consumes_nothing(admin_client, redis_client):
     policy = make_policy()
     use(policy, "ip:203.0.113.7", 2)
