@@ -31,10 +31,7 @@ def ratelimit(
         @ratelimit(scope="signup")
         def signup(request): ...
     """
-    if not isinstance(scope, str) or not scope.strip():
-        raise TypeError(f"ratelimit(scope=...) needs a policy endpoint name, not {scope!r}.")
-    if cost is not None and not callable(cost) and (type(cost) is not int or cost < 1):
-        raise TypeError(f"ratelimit(cost=...) needs a whole number of at least 1, not {cost!r}.")
+    gate.check_face_options("ratelimit", scope, cost, scope_required=True)
 
     def decorate(view: View) -> View:
         if iscoroutinefunction(view):

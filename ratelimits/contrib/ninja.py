@@ -69,14 +69,7 @@ class PolicyThrottle(BaseThrottle):
     def __init__(
         self, scope: str | None = None, cost: int | Callable[[HttpRequest], int] | None = None
     ) -> None:
-        if scope is not None and (not isinstance(scope, str) or not scope.strip()):
-            raise TypeError(
-                f"PolicyThrottle(scope=...) needs a policy endpoint name, not {scope!r}."
-            )
-        if cost is not None and not callable(cost) and (type(cost) is not int or cost < 1):
-            raise TypeError(
-                f"PolicyThrottle(cost=...) needs a whole number of at least 1, not {cost!r}."
-            )
+        gate.check_face_options("PolicyThrottle", scope, cost, scope_required=False)
         #: Policies whose endpoint is this name apply too (``None``: none by scope).
         self.scope = scope
         #: What one request spends instead of each policy's own cost: an int, or a

@@ -61,6 +61,16 @@ async def acheck(
     return verdict
 
 
+def check_face_options(face: str, scope: object, cost: object, *, scope_required: bool) -> None:
+    """Raise ``TypeError`` for a face's bad ``scope`` (a policy endpoint name; ``None``
+    only where it is optional) or ``cost`` (a whole number of at least 1, or a callable
+    of the request), naming ``face`` as the user wrote it."""
+    if (scope is not None or scope_required) and (not isinstance(scope, str) or not scope.strip()):
+        raise TypeError(f"{face}(scope=...) needs a policy endpoint name, not {scope!r}.")
+    if cost is not None and not callable(cost) and (type(cost) is not int or cost < 1):
+        raise TypeError(f"{face}(cost=...) needs a whole number of at least 1, not {cost!r}.")
+
+
 def undecided(request: Any, policies: list[CompiledPolicy]) -> list[CompiledPolicy]:
     """``policies`` without those another face already decided for ``request``."""
     if policies:
