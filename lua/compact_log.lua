@@ -55,13 +55,13 @@ local function ring_first_after(blob, size, head, after)
   return low
 end
 
--- The bytes of entries first .. size - 1, oldest first (at most two slices of the blob).
-local function ring_slice(blob, size, head, first)
-  local count = size - first
-  if count == 0 then
+-- The bytes of entries from .. to - 1, oldest first (at most two slices of the blob).
+local function ring_span(blob, size, head, from, to)
+  local count = to - from
+  if count <= 0 then
     return ''
   end
-  local start = (head + first) % size
+  local start = (head + from) % size
   local function bytes(from, to) -- slots from .. to - 1
     return string.sub(blob, RING_HEADER + 1 + RING_SLOT * from, RING_HEADER + RING_SLOT * to)
   end
@@ -69,6 +69,11 @@ local function ring_slice(blob, size, head, first)
     return bytes(start, start + count)
   end
   return bytes(start, size) .. bytes(0, start + count - size)
+end
+
+-- The bytes of entries first .. size - 1.
+local function ring_slice(blob, size, head, first)
+  return ring_span(blob, size, head, first, size)
 end
 
 ALGORITHMS.compact_log = {
@@ -119,5 +124,30 @@ ALGORITHMS.compact_log = {
     end
     redis.call('SET', key, RING_START .. kept .. added, 'PX',
       ceil_div(window_us, 1000))
+  end,
+  -- The request's entries hold its time (or, after a clock step back, the newest time
+  -- before it): the first entries at or after at_us with one value are removed. Were an
+  -- older entry to hold a later time, it would go instead, and the newer one stay longer:
+  -- that errs towards denying. The key keeps its expiry.
+  give_back = function(key, limit, window_us, at_us, mark, cost)
+    local blob, size, head = ring_read(key)
+    if not blob then
+      return
+    end
+    local first = ring_first_after(blob, size, head, at_us - 1)
+    if first >= size then
+      return
+    end
+    local at = ring_entry(blob, size, head, first)
+    local last = first + 1
+    while last < size and last - first < cost and ring_entry(blob, size, head, last) == at do
+      last = last + 1
+    end
+    local kept = ring_span(blob, size, head, 0, first) .. ring_slice(blob, size, head, last)
+    if kept == '' then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, RING_START .. kept, 'KEEPTTL')
+    end
   end,
 }

@@ -2,10 +2,11 @@
 --
 -- KEYS[i]  the key of policy i, i = 1..n (all in one hash slot on a cluster)
 -- ARGV[1]  now in microseconds, or "" to use the Redis server's clock (TIME)
--- ARGV[2]  "1" to record an admitted request, "0" to only look (nothing is written)
+-- ARGV[2]  "1" to record an admitted request, "0" to only look (nothing is written),
+--          "2" to give back what an admitted request recorded (see give_back.lua)
 -- ARGV[3 + 6 * (i - 1) .. 8 + 6 * (i - 1)], for each policy i:
 --          algorithm   sliding_log | compact_log | sliding_counter | fixed_window
---                      | token_bucket
+--                      | token_bucket | concurrency
 --          limit       units per window, integer >= 1
 --          window_ms   window length in milliseconds
 --          enforce     "1" for an enforcing policy, "0" for a shadow one
@@ -28,6 +29,8 @@
 -- policy's retry time (0 for a cost it can never grant), or
 -- for a policy that recorded this request with its last unit of quota, the time until the
 -- next one of cost 1 fits; else 0. Workers answer such requests themselves until then.
+-- A concurrency policy's units come back with responses, not with time: its blocked_us
+-- is always 0.
 
 -- One policy's check, or the denial of a cost it can never grant.
 local function check_policy(algorithm, key, limit, window_us, now_us, burst, cost)
@@ -42,6 +45,9 @@ local function check_policy(algorithm, key, limit, window_us, now_us, burst, cos
 end
 
 local function decide(KEYS, ARGV)
+  if ARGV[2] == '2' then
+    return give_back(KEYS, ARGV)
+  end
   local now_us
   if ARGV[1] ~= '' then
     now_us = tonumber(ARGV[1])
@@ -69,6 +75,9 @@ local function decide(KEYS, ARGV)
     elseif ARGV[2] == '1' then
       algorithm.record(KEYS[1], limit, window_us, now_us, r, cost, burst)
       blocked_us = math.floor(r.full_us)
+    end
+    if algorithm.released then
+      blocked_us = 0
     end
     return {
       (allowed or ARGV[6] ~= '1') and 1 or 0, now_us, allowed and 1 or 0,
@@ -111,6 +120,9 @@ local function decide(KEYS, ARGV)
         KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]) * 1000, now_us, r,
         tonumber(ARGV[base + 5]), tonumber(ARGV[base + 4]))
       blocked_us = math.floor(r.full_us)
+    end
+    if algorithms[i].released then
+      blocked_us = 0
     end
     reply[n + 1] = allowed and 1 or 0
     reply[n + 2] = math.floor(r.count * 1000 + 0.5)

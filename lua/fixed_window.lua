@@ -45,4 +45,11 @@ ALGORITHMS.fixed_window = {
       redis.call('PEXPIRE', key, ceil_div(state.reset_us, 1000))
     end
   end,
+  -- The request counted in the window of at_us; once that window ended, nothing is left.
+  give_back = function(key, limit, window_us, at_us, mark, cost)
+    local stored = redis.call('HMGET', key, 'w', 'c')
+    if tonumber(stored[1]) == math.floor(at_us / window_us) then
+      redis.call('HSET', key, 'c', math.max(0, (tonumber(stored[2]) or 0) - cost))
+    end
+  end,
 }

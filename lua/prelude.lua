@@ -2,7 +2,7 @@
 --
 -- The code Redis runs is assembled at load time (ratelimits/engine/store/scripts.py) as
 --   prelude.lua + sliding_log.lua + compact_log.lua + sliding_counter.lua
---   + fixed_window.lua + token_bucket.lua + decide.lua
+--   + fixed_window.lua + token_bucket.lua + concurrency.lua + give_back.lua + decide.lua
 -- which define decide(KEYS, ARGV): loaded once as a function library (FUNCTION LOAD,
 -- then FCALL per request) on Redis 7+, or called from a script by SHA (EVALSHA).
 --
@@ -24,8 +24,13 @@
 --   record(key, limit, window_us, now_us, state, cost, burst)
 --       stores one admitted request of cost units; called only when no enforcing policy
 --       denied.
+--   give_back(key, limit, window_us, at_us, mark, cost, burst, now_us)
+--       undoes what record stored for the request admitted at at_us, after its response
+--       (see give_back.lua): mark is the count check returned for it (a whole number for
+--       every algorithm that reads it). What already left the window is not touched.
 -- An entry may set bursts = true: its capacity (the largest cost it can ever grant) is
--- the burst, not the limit.
+-- the burst, not the limit; and released = true: its units come back when responses
+-- are done, not with time, so a worker must never remember its denials.
 -- KEYS and ARGV are read only by decide.lua.
 --
 -- All times are integer microseconds. Lua numbers are doubles, exact to 2^53, so
@@ -39,4 +44,32 @@ end
 
 local function ceil_div(n, d)
   return math.ceil(n / d)
+end
+
+-- Members of cost units admitted at at_us, named "<at_us>-<n>" for n from first: unique
+-- in the key, since first is the units the key held before them.
+local function add_units(key, score, at, first, cost)
+  local done = 0
+  while done < cost do -- at most 256 members per ZADD (unpack's stack)
+    local args, n = {}, 0
+    for i = done, math.min(cost, done + 256) - 1 do
+      args[n + 1], args[n + 2] = score, at .. '-' .. (first + i)
+      n = n + 2
+    end
+    redis.call('ZADD', key, unpack(args))
+    done = done + n / 2
+  end
+end
+
+-- Removes the members add_units named.
+local function remove_units(key, at, first, cost)
+  local done = 0
+  while done < cost do
+    local members = {}
+    for i = done, math.min(cost, done + 256) - 1 do
+      members[#members + 1] = at .. '-' .. (first + i)
+    end
+    redis.call('ZREM', key, unpack(members))
+    done = done + #members
+  end
 end

@@ -69,4 +69,20 @@ ALGORITHMS.sliding_counter = {
       redis.call('PEXPIRE', key, ceil_div((state.index + 2) * window_us - now_us, 1000))
     end
   end,
+  -- The request counted in the window of at_us: the current one, or the previous one
+  -- after a roll. An older window is gone already.
+  give_back = function(key, limit, window_us, at_us, mark, cost)
+    local index = math.floor(at_us / window_us)
+    local stored_index = tonumber(redis.call('HGET', key, 'w'))
+    local field
+    if stored_index == index then
+      field = 'c'
+    elseif stored_index == index + 1 then
+      field = 'p'
+    else
+      return
+    end
+    local counted = tonumber(redis.call('HGET', key, field)) or 0
+    redis.call('HSET', key, field, math.max(0, counted - cost))
+  end,
 }

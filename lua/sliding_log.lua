@@ -9,7 +9,8 @@
 -- occupies n slots (n members, all scored t). Only admitted
 -- requests are stored, so a denied flood costs no memory. check() counts with ZCOUNT
 -- and never writes; record() prunes what left the window, adds the request, and sets
--- the TTL to the window (the newest entry is the last to leave).
+-- the TTL to the window (the newest entry is the last to leave). give_back() removes a
+-- request's members again.
 
 ALGORITHMS.sliding_log = {
   check = function(key, limit, window_us, now_us, cost)
@@ -45,17 +46,13 @@ ALGORITHMS.sliding_log = {
     if cost == 1 then
       redis.call('ZADD', key, at, at .. '-' .. state.count)
     else
-      local done = 0
-      while done < cost do -- at most 256 members per ZADD (unpack's stack)
-        local args, n = {}, 0
-        for i = done, math.min(cost, done + 256) - 1 do
-          args[n + 1], args[n + 2] = at, at .. '-' .. (state.count + i)
-          n = n + 2
-        end
-        redis.call('ZADD', key, unpack(args))
-        done = done + n / 2
-      end
+      add_units(key, at, at, state.count, cost)
     end
     redis.call('PEXPIRE', key, ceil_div(window_us, 1000))
+  end,
+
+  -- The request's members are named by its time and the count before it.
+  give_back = function(key, limit, window_us, at_us, mark, cost)
+    remove_units(key, int(at_us), mark, cost)
   end,
 }

@@ -59,4 +59,19 @@ ALGORITHMS.token_bucket = {
     redis.call('SET', key, string.format('%.17g', state.tat), 'PX',
       math.max(1, math.ceil(state.ttl_us / 1000)))
   end,
+  -- The units drain again: the TAT moves back by cost intervals, no earlier than now
+  -- (a bucket that empties is deleted).
+  give_back = function(key, limit, window_us, at_us, mark, cost, burst, now_us)
+    local stored = tonumber(redis.call('GET', key))
+    if not stored then
+      return
+    end
+    local tat = stored - cost * window_us / limit
+    if tat <= now_us then
+      redis.call('DEL', key)
+    else
+      redis.call('SET', key, string.format('%.17g', tat), 'PX',
+        math.max(1, math.ceil((tat - now_us) / 1000)))
+    end
+  end,
 }

@@ -23,6 +23,13 @@ class Algorithm(models.TextChoices):
     SLIDING_COUNTER = "sliding_counter", "Sliding window counter (approximate, small)"
     FIXED_WINDOW = "fixed_window", "Fixed window"
     TOKEN_BUCKET = "token_bucket", "Token bucket (GCRA: a steady rate with bursts)"
+    CONCURRENCY = "concurrency", "Concurrency (requests in progress at once)"
+
+
+class Counts(models.TextChoices):
+    ALL = "all", "Every admitted request"
+    FAILURES = "failures", "Failures only (the response's status is 400 or more)"
+    SUCCESSES = "successes", "Successes only (the response's status is below 400)"
 
 
 class Mode(models.TextChoices):
@@ -79,11 +86,17 @@ class Policy(models.Model):
     )
     limit = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
-        help_text="Requests allowed per window (1 to 2147483647).",
+        help_text=(
+            "Requests allowed per window (1 to 2147483647); for concurrency, requests in "
+            "progress at once."
+        ),
     )
     window = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_WINDOW)],
-        help_text="Window length in seconds (1 s to 30 days).",
+        help_text=(
+            "Window length in seconds (1 s to 30 days); for concurrency, the lease: a "
+            "request's slot frees itself after it even if its response never ends."
+        ),
     )
     key = models.CharField(
         max_length=80,
@@ -118,6 +131,16 @@ class Policy(models.Model):
         help_text=(
             "Units one request spends (1 to 2147483647; a view's ratelimit_cost replaces "
             "it). A request costing more than the policy can ever grant is always denied."
+        ),
+    )
+    counts = models.CharField(
+        max_length=10,
+        choices=Counts.choices,
+        default=Counts.ALL,
+        help_text=(
+            "Which responses spend: a request spends when admitted and gets its units back "
+            "after a response that does not count. Failures only suits a sign-in form. "
+            "A concurrency policy gives every slot back: all."
         ),
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
@@ -180,6 +203,11 @@ class Policy(models.Model):
                 condition=Q(cost__gte=1, cost__lte=validators.MAX_LIMIT),
                 name="ratelimits_policy_cost_range",
             ),
+            models.CheckConstraint(
+                condition=Q(counts__in=Counts.values)
+                & (Q(counts=Counts.ALL) | ~Q(algorithm=Algorithm.CONCURRENCY)),
+                name="ratelimits_policy_counts_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -207,6 +235,13 @@ class Policy(models.Model):
             raise ValidationError(
                 {"burst": "Only a token_bucket policy has a burst: leave it blank."}
             )
+        if self.algorithm == Algorithm.CONCURRENCY and self.counts not in ("", Counts.ALL):
+            raise ValidationError(
+                {
+                    "counts": "A concurrency policy gives every slot back when the response is "
+                    "done: choose all."
+                }
+            )
         if isinstance(shards, int) and isinstance(burst, int) and 1 <= burst < shards:
             raise ValidationError(
                 {"shards": f"At most the burst ({burst}): every shard takes at least 1 at once."}
@@ -219,9 +254,10 @@ class Policy(models.Model):
 
     @property
     def rate_display(self) -> str:
-        """``"5 per 60 s"``; a token bucket's burst and a cost other than 1 are added
-        (``"2 per 2 s, burst 4, cost 3"``)."""
-        return describe_rate(self.limit, self.window, self.algorithm, self.burst, self.cost)
+        """The rate as :func:`~ratelimits.engine.policy.describe_rate` words it."""
+        return describe_rate(
+            self.limit, self.window, self.algorithm, self.burst, self.cost, self.counts
+        )
 
 
 class PolicyOverride(models.Model):

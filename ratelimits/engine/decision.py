@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ratelimits.engine.receipt import Receipt
 
 #: What a decision counts as in a request (the dashboard and Prometheus count these; see
 #: :func:`outcome`).
@@ -66,6 +70,10 @@ class Verdict:
     decisions: tuple[Decision, ...] = ()
     #: True unless an enforcing policy denied the request.
     allowed: bool = field(init=False, compare=False)
+    #: What the admitted request may get back after its response (concurrency slots,
+    #: units a response does not count): give it to ``limiter.give_back``. ``None``
+    #: when there is nothing.
+    receipt: Receipt | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         allowed = True

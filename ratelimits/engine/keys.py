@@ -20,6 +20,7 @@ ALGORITHM_SUFFIX = {
     "sliding_counter": "counter",
     "fixed_window": "fixed",
     "token_bucket": "bucket",
+    "concurrency": "leases",
 }
 SUFFIX_ALGORITHM = {suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()}
 PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")

@@ -30,6 +30,7 @@ from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial
 from ratelimits.engine.denials import remember as remember_denial
 from ratelimits.engine.policy import Check
+from ratelimits.engine.receipt import Receipt, receipt_of
 from ratelimits.engine.reporting import report
 from ratelimits.engine.store import async_caller, caller, commands, connection, scripts
 from ratelimits.engine.store import breaker as breakers
@@ -131,11 +132,13 @@ class _Request:
         if self.local:
             for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
                 blocked_us = reply[2 + REPLY_FIELDS * index + 5]
-                if blocked_us > 0:
+                # Units a response gives back free before the time Redis could tell.
+                if blocked_us > 0 and not check.policy.gives_back:
                     remember_denial(
                         check, decision, blocked_us / 1_000_000, self.sent_at, self.seen
                     )
         if self.record:
+            verdict.receipt = receipt_of(checks, reply, REPLY_FIELDS)
             _report(verdict, self.started, "redis")
         return verdict
 
@@ -237,12 +240,15 @@ def _calls(checks: Sequence[Check], client: Client, *, record: bool) -> _Plan:
             replies.append((yield _Send(part, True)))
     merged: list[int] = [int(all(reply[0] for reply in replies)), int(replies[0][1])]
     fields: list[list[int]] = [[] for _ in checks]
+    times: list[int] = [0] * len(checks)
     for group, reply in zip(groups, replies, strict=True):
         for position, index in enumerate(group):
             start = 2 + REPLY_FIELDS * position
             fields[index] = list(reply[start : start + REPLY_FIELDS])
+            times[index] = int(reply[1])
     for found in fields:
         merged.extend(found)
+    merged.extend(times)  # each policy's own call time, for its receipt
     return merged
 
 
@@ -329,7 +335,7 @@ def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | Non
         try:
             return caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
         except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
-            return _run_redirected(checks, client, record, now)
+            return _run_redirected(client, keys, _arguments(checks, record, now))
     # A pipeline (tools): redis-py's script object loads the script when it runs.
     script = _decide_script(client)
     return script(keys=keys, args=_arguments(checks, record, now), client=client)  # type: ignore[no-any-return]
@@ -349,20 +355,76 @@ async def _arun(
         return await async_caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
     except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
         # A moving slot is rare: redis-py's sync cluster client follows it, off the loop.
-        return await asyncio.to_thread(_run_redirected, checks, client, record, now)
+        args = _arguments(checks, record, now)
+        return await asyncio.to_thread(_run_redirected, client, keys, args)
 
 
-def _run_redirected(
-    checks: Sequence[Check], client: Client, record: bool, now: float | None
-) -> list[int]:
+def _run_redirected(client: Client, keys: list[str], args: list[str]) -> Any:
     """The call through redis-py's cluster client, after the slot moved or while it moves:
     it follows the redirection (and updates its slot map), running the source so that
     the new node needs nothing loaded."""
+    return client.execute_command("EVAL", scripts.decide_source(), len(keys), *keys, *args)
+
+
+#: The decide function's second argument that gives back (``lua/give_back.lua``).
+_GIVE_BACK = "2"
+
+
+def give_back(receipt: Receipt, status: int | None) -> None:
+    """Give back what ``receipt``'s request holds that its response does not keep:
+    concurrency slots always, and the units of a policy that does not count a response
+    of ``status`` (``None``: no response came; see :meth:`Receipt.due`).
+
+    One call (on a cluster, one per hash slot). Never raises: a Redis that cannot answer,
+    or an open circuit breaker, is logged, and the units stay spent until they leave
+    their window (a concurrency slot until its lease ends).
+    """
+    due = receipt.due(status)
+    if not due:
+        return
+    try:
+        client = connection.get_client()
+        checks = [receipt.checks[i] for i in due]
+        if len(checks) == 1 or not connection.is_cluster(client):
+            groups = [due]
+        else:
+            groups = [[due[i] for i in group] for group in _slot_groups(client, checks)]
+        for group in groups:
+            _give_back_group(receipt, group, client)
+    except Exception as error:  # the response is sent: nothing may reach the client
+        logger.warning(
+            "ratelimits: could not give back %s: %s; the units stay spent until they "
+            "leave their window (a concurrency slot until its lease ends).",
+            ", ".join(check.policy.name for check in receipt.checks),
+            error,
+            exc_info=not isinstance(error, (_BreakerOpen, *connection.REDIS_ERRORS)),
+        )
+
+
+def _give_back_group(receipt: Receipt, group: list[int], client: Client) -> None:
+    """One give-back call for the receipt's checks at ``group`` (one hash slot)."""
+    checks = [receipt.checks[i] for i in group]
+    args = [str(receipt.times[group[0]]), _GIVE_BACK]
+    for index, check in zip(group, checks, strict=True):
+        algorithm, limit, window_ms, _, burst, _ = check.policy.script_args[check.shard]
+        args += [algorithm, limit, window_ms, str(receipt.marks[index]), burst, str(check.units)]
     keys = [check.key for check in checks]
-    args = _arguments(checks, record, now)
-    return client.execute_command(  # type: ignore[no-any-return]
-        "EVAL", scripts.decide_source(), len(keys), *keys, *args
-    )
+    call = commands.decide_call(keys, bulk_strings(args), len(args))
+    guard = _guard(checks, client)
+    try:
+        if not connection.is_cluster(client):
+            caller.for_pool(client.connection_pool).call(call)
+        else:
+            node = connection.node_client(client, keys[0])
+            try:
+                caller.for_pool(node.connection_pool).call(call)
+            except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
+                _run_redirected(client, keys, args)
+    except connection.REDIS_ERRORS as error:
+        if not isinstance(error, redis.ResponseError):
+            guard.failure(error)
+        raise
+    guard.success()
 
 
 def decide_call(

@@ -18,6 +18,11 @@ from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides
 from ratelimits.engine.store.commands import bulk_strings
 
+#: The algorithm whose units come back when responses end (``lua/concurrency.lua``).
+CONCURRENCY = "concurrency"
+#: What ``counts`` may be: which responses spend a unit.
+COUNTS = ("all", "failures", "successes")
+
 
 @dataclass(frozen=True, slots=True)
 class CompiledPolicy:
@@ -47,6 +52,9 @@ class CompiledPolicy:
     burst: int | None = None
     #: Units one request spends under this policy (a :class:`Check` may set its own).
     cost: int = 1
+    #: Which responses spend (:data:`COUNTS`): ``"all"``, ``"failures"`` (status 400 or
+    #: more) or ``"successes"``; the others get their units back after the response.
+    counts: str = "all"
     #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
     wire_args: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
     #: ``script_args`` without the last slot, cost, as bytes: a request that spends
@@ -55,6 +63,9 @@ class CompiledPolicy:
     #: Per shard, the largest cost it can ever grant: its burst for token_bucket, else its
     #: limit. A larger one is denied for a window (and logged).
     capacities: tuple[int, ...] = field(init=False, compare=False, repr=False)
+    #: True when an admitted request may get units back after its response: a
+    #: concurrency policy, or one that does not count every response.
+    gives_back: bool = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "wire_args", tuple(map(bulk_strings, self.script_args)))
@@ -63,6 +74,8 @@ class CompiledPolicy:
         )
         slot = 4 if self.algorithm == "token_bucket" else 1
         object.__setattr__(self, "capacities", tuple(int(a[slot]) for a in self.script_args))
+        gives_back = self.algorithm == CONCURRENCY or self.counts != "all"
+        object.__setattr__(self, "gives_back", gives_back)
 
     @classmethod
     def build(
@@ -80,13 +93,19 @@ class CompiledPolicy:
         shards: int = 1,
         burst: int | None = None,
         cost: int = 1,
+        counts: str = "all",
     ) -> CompiledPolicy:
         """The compiled policy. ``burst`` (token_bucket; ``None``: the limit) must be at
-        least 1, and so must ``cost``, the units one request spends."""
+        least 1, and so must ``cost``, the units one request spends. ``counts`` is one of
+        :data:`COUNTS`; a concurrency policy counts all (it gives every slot back)."""
         if burst is not None and int(burst) < 1:
             raise ValueError(f"burst must be at least 1, not {burst}")
         if int(cost) < 1:
             raise ValueError(f"cost must be at least 1, not {cost}")
+        if counts not in COUNTS:
+            raise ValueError(f"counts must be one of {', '.join(COUNTS)}, not {counts!r}")
+        if algorithm == CONCURRENCY and counts != "all":
+            raise ValueError("a concurrency policy counts all: it gives every slot back")
         header = validators.header_name(key)
         enforce = mode == "enforce"
         burst = None if burst is None else int(burst)
@@ -113,14 +132,17 @@ class CompiledPolicy:
             ),
             burst=burst,
             cost=int(cost),
+            counts=counts,
         )
 
     @classmethod
     def from_model(cls, policy: object) -> CompiledPolicy:
-        """The policy from a ``Policy`` row (``burst`` and ``cost`` when it has them)."""
+        """The policy from a ``Policy`` row (``burst``, ``cost`` and ``counts`` when it has
+        them)."""
         return cls.build(
             burst=getattr(policy, "burst", None),
             cost=getattr(policy, "cost", 1) or 1,
+            counts=getattr(policy, "counts", "all") or "all",
             **{
                 field: getattr(policy, field)
                 for field in (
@@ -180,7 +202,9 @@ class CompiledPolicy:
     @property
     def rate(self) -> str:
         """The rate as the admin and the command show it (:func:`describe_rate`)."""
-        return describe_rate(self.limit, self.window, self.algorithm, self.burst, self.cost)
+        return describe_rate(
+            self.limit, self.window, self.algorithm, self.burst, self.cost, self.counts
+        )
 
     @property
     def shards(self) -> int:
@@ -238,15 +262,26 @@ def encoded_cost(cost: int) -> bytes:
 
 
 def describe_rate(
-    limit: int, window: int, algorithm: str, burst: int | None = None, cost: int = 1
+    limit: int,
+    window: int,
+    algorithm: str,
+    burst: int | None = None,
+    cost: int = 1,
+    counts: str = "all",
 ) -> str:
-    """``"5 per 60 s"``; a token bucket's burst and a cost other than 1 are added
-    (``"2 per 2 s, burst 4, cost 3"``)."""
-    text = f"{limit} per {window} s"
+    """``"5 per 60 s"``, or for concurrency ``"2 at once, lease 60 s"``; a token bucket's
+    burst, a cost other than 1 and counts other than all are added
+    (``"2 per 2 s, burst 4, cost 3"``, ``"5 per 60 s, failures only"``)."""
+    if algorithm == CONCURRENCY:
+        text = f"{limit} at once, lease {window} s"
+    else:
+        text = f"{limit} per {window} s"
     if algorithm == "token_bucket" and burst is not None:
         text += f", burst {burst}"
     if cost != 1:
         text += f", cost {cost}"
+    if counts != "all":
+        text += f", {counts} only"
     return text
 
 

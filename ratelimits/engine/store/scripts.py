@@ -30,6 +30,8 @@ DECIDE_PARTS = (
     "sliding_counter.lua",
     "fixed_window.lua",
     "token_bucket.lua",
+    "concurrency.lua",
+    "give_back.lua",
     "decide.lua",
 )
 

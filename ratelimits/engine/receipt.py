@@ -1,0 +1,73 @@
+"""What an admitted request spent that its response may give back.
+
+A request is always spent when it is admitted, in the same all-or-nothing call as its
+other policies, so parallel requests can never slip past a limit. Two kinds of policy
+then take units back once the response is known (:func:`ratelimits.engine.limiter.give_back`):
+
+- a ``concurrency`` policy, always: its units are the request's slots in progress;
+- a policy whose ``counts`` is ``failures`` (status 400 or more spends) or
+  ``successes`` (below 400), after a response that does not count.
+
+The decide call makes a :class:`Receipt` only when one of its recorded policies is of
+these kinds; every other request carries none and costs nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ratelimits.engine.policy import CONCURRENCY, Check
+
+#: The lowest status that is a failure, for ``counts``.
+FAILURE_STATUS = 400
+
+
+@dataclass(slots=True)
+class Receipt:
+    """The policies of one admitted request that may give units back (read-only).
+
+    ``times[i]`` is when ``checks[i]`` was recorded, in microseconds on the Redis clock,
+    as its decide call replied (on a cluster, each hash slot's call has its own);
+    ``marks[i]`` is the count that call replied for it, which names what it stored (see
+    ``lua/give_back.lua``).
+    """
+
+    checks: tuple[Check, ...]
+    times: tuple[int, ...]
+    marks: tuple[int, ...]
+
+    def due(self, status: int | None) -> list[int]:
+        """Indexes of the checks to give back after a response of ``status``; ``None``
+        when no response came (the client went away first): then only slots are given
+        back, and every counted unit stays spent."""
+        due = []
+        for index, check in enumerate(self.checks):
+            policy = check.policy
+            if policy.algorithm == CONCURRENCY:
+                due.append(index)
+            elif status is not None and policy.counts != "all":
+                failed = status >= FAILURE_STATUS
+                if failed != (policy.counts == "failures"):
+                    due.append(index)
+        return due
+
+
+def receipt_of(checks: Sequence[Check], reply: list[int], fields: int) -> Receipt | None:
+    """The receipt of a recording decide call's ``reply`` (``fields`` per policy), or
+    ``None`` when the request was not admitted or spent nothing to give back.
+
+    A reply merged from several calls (a cluster's hash slots) carries, after the
+    policies' fields, the time of each policy's call."""
+    if not reply[0]:
+        return None
+    held, times, marks = [], [], []
+    timed = len(reply) > 2 + fields * len(checks)
+    for index, check in enumerate(checks):
+        if check.policy.gives_back and reply[2 + fields * index]:
+            held.append(check)
+            times.append(int(reply[2 + fields * len(checks) + index] if timed else reply[1]))
+            marks.append(int(reply[3 + fields * index]) // 1000)
+    if not held:
+        return None
+    return Receipt(tuple(held), tuple(times), tuple(marks))
