@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
 
-from ratelimits.http import gate, responses
+from ratelimits.http import afterwards, gate, responses
 
 View = TypeVar("View", bound=Callable[..., Any])
 
@@ -39,9 +40,20 @@ def ratelimit(
             @functools.wraps(view)
             async def limited_async(request: Any, *args: Any, **kwargs: Any) -> Any:
                 verdict = await gate.acheck(request, scope, ratelimit, cost)
-                if verdict is not None and not verdict.allowed:
+                if verdict is None:
+                    return await view(request, *args, **kwargs)
+                if not verdict.allowed:
                     return await responses.athrottled(request, verdict)
-                return await view(request, *args, **kwargs)
+                try:
+                    response = await view(request, *args, **kwargs)
+                except asyncio.CancelledError:  # the client went away
+                    afterwards.went_away(request)
+                    raise
+                except Exception:
+                    afterwards.saw(request, afterwards.SERVER_ERROR)
+                    raise
+                afterwards.saw(request, response.status_code)
+                return response
 
             limited_async.ratelimit_scope = scope  # type: ignore[attr-defined]
             limited_async.ratelimit_cost = cost  # type: ignore[attr-defined]
@@ -50,9 +62,17 @@ def ratelimit(
         @functools.wraps(view)
         def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
             verdict = gate.check(request, scope, ratelimit, cost)
-            if verdict is not None and not verdict.allowed:
+            if verdict is None:
+                return view(request, *args, **kwargs)
+            if not verdict.allowed:
                 return responses.throttled(request, verdict)
-            return view(request, *args, **kwargs)
+            try:
+                response = view(request, *args, **kwargs)
+            except Exception:
+                afterwards.saw(request, afterwards.SERVER_ERROR)
+                raise
+            afterwards.saw(request, response.status_code)
+            return response
 
         limited.ratelimit_scope = scope  # type: ignore[attr-defined]
         limited.ratelimit_cost = cost  # type: ignore[attr-defined]

@@ -6,13 +6,14 @@ written, on the event loop with no thread in between.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from ratelimits.http import gate, headers, responses
+from ratelimits.http import afterwards, gate, headers, responses
 
 
 class RateLimitMiddleware:
@@ -25,6 +26,10 @@ class RateLimitMiddleware:
     first (a token's user is known only then) and its throttle decides the same
     policies. Each policy counts a request once, whichever faces it meets.
 
+    After the view it notes the response's status for every face below it, so policies
+    that count only failures or successes, and concurrency slots, are settled when the
+    response has been sent (see :mod:`ratelimits.http.afterwards`).
+
     Add ``"ratelimits.middleware.RateLimitMiddleware"`` to ``MIDDLEWARE``, below
     ``RateLimitHeadersMiddleware`` and Django's ``AuthenticationMiddleware``.
     """
@@ -34,13 +39,28 @@ class RateLimitMiddleware:
 
     def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
         self.get_response = get_response
-        if iscoroutinefunction(get_response):
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
             markcoroutinefunction(self)
             # Django adapts process_view to the handler: an async one keeps it on the loop.
             self.process_view = self.aprocess_view  # type: ignore[method-assign]
 
     def __call__(self, request: HttpRequest) -> Any:
-        return self.get_response(request)  # a coroutine, when the chain is async
+        if self.is_async:
+            return self._acall(request)
+        response = self.get_response(request)
+        # Whichever face admitted it: its response's status decides what counts.
+        afterwards.saw(request, response.status_code)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> Any:
+        try:
+            response = await self.get_response(request)
+        except asyncio.CancelledError:  # the client went away before a response
+            afterwards.went_away(request)
+            raise
+        afterwards.saw(request, response.status_code)
+        return response
 
     def process_view(
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any

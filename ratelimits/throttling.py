@@ -14,7 +14,7 @@ from ratelimits.engine.decision import Verdict
 from ratelimits.engine.limiter import decide
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.table import get_table
-from ratelimits.http import facts
+from ratelimits.http import afterwards, facts
 from ratelimits.http.gate import undecided
 from ratelimits.http.headers import attach_decisions
 from ratelimits.signals import send_request_throttled
@@ -53,6 +53,8 @@ class PolicyThrottle(BaseThrottle):
         cost = facts.request_cost(getattr(view, "ratelimit_cost", None), request)
         self.verdict = decide(facts.checks_for(request, policies, identity_of, cost))
         attach_decisions(request, self.verdict.decisions)
+        if self.verdict.receipt is not None:
+            afterwards.hold(request, self.verdict.receipt, lambda: _status_of(view))
         if not self.verdict.allowed:
             send_request_throttled(PolicyThrottle, request, self.verdict)
         return self.verdict.allowed
@@ -74,3 +76,10 @@ class PolicyThrottle(BaseThrottle):
     def get_identity(self, request: Any, policy: CompiledPolicy) -> str | None:
         """Who ``request`` counts as under ``policy``; ``None`` leaves the policy out."""
         return facts.policy_identity(request, policy)
+
+
+def _status_of(view: Any) -> int:
+    """The status of the response a DRF view made: DRF keeps it as ``view.response``; a
+    view whose exception DRF did not handle has none, and Django answers it with a 500."""
+    response = getattr(view, "response", None)
+    return afterwards.SERVER_ERROR if response is None else int(response.status_code)

@@ -4,6 +4,8 @@ decided once per request.
 The middleware, the decorator and the django-ninja throttle call :func:`check` (or
 :func:`acheck` from a coroutine). Policies already decided for the request, by another
 face, are left out, so a request spends one unit per policy whichever faces it meets.
+What an admitted request may get back after its response is handed to
+:mod:`ratelimits.http.afterwards`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ratelimits.engine.decision import Verdict
 from ratelimits.engine.limiter import adecide, decide
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.table import PolicyTable, aget_table, get_table
-from ratelimits.http import facts
+from ratelimits.http import afterwards, facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
 from ratelimits.signals import asend_request_throttled, send_request_throttled
 
@@ -38,6 +40,8 @@ def check(request: Any, scope: str | None, sender: object, cost: Any = None) -> 
     units = facts.request_cost(cost, request)
     verdict = decide(facts.checks_for(request, policies, cost=units))
     attach_decisions(request, verdict.decisions)
+    if verdict.receipt is not None:
+        afterwards.hold(request, verdict.receipt)
     if not verdict.allowed:
         send_request_throttled(sender, request, verdict)
     return verdict
@@ -56,6 +60,8 @@ async def acheck(
     units = facts.request_cost(cost, request)
     verdict = await adecide(facts.checks_for(request, policies, cost=units))
     attach_decisions(request, verdict.decisions)
+    if verdict.receipt is not None:
+        afterwards.hold(request, verdict.receipt)
     if not verdict.allowed:
         await asend_request_throttled(sender, request, verdict)
     return verdict

@@ -1,0 +1,125 @@
+"""After the response: what an admitted request holds is given back once it is sent.
+
+A face whose verdict carries a receipt (a concurrency slot, units of a policy that does
+not count every response; see :mod:`ratelimits.engine.receipt`) calls :func:`hold`. The
+give-back then runs when Django closes the response. Django's handler adds the
+request's ``close()`` to every response's closers, and the server calls them after its
+last byte is written: after a streaming response's last chunk, after the 500 Django
+renders for a view that raised, and after a client went away mid-response. So the
+give-back never delays the response the client waits for; it costs the worker one
+Redis round trip after it (only for requests that hold something).
+
+Which responses count is read from the status the faces saw: the middleware and the
+decorator note it with :func:`saw`, the DRF throttle reads its view's response. Under
+ASGI, a client that goes away while the view runs cancels the request before there is
+a response to close: :func:`went_away` gives the slots back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ratelimits.engine.limiter import give_back
+from ratelimits.engine.receipt import Receipt
+
+logger = logging.getLogger("ratelimits")
+
+#: Where a request keeps what it holds, on Django's ``HttpRequest``.
+PENDING_ATTRIBUTE = "_ratelimits_after_response"
+
+#: Status of a response that never reached a face: the view raised, Django renders a 500.
+SERVER_ERROR = 500
+
+
+class _Pending:
+    """The receipts of one request, and what is known of its response."""
+
+    __slots__ = ("done", "receipts", "status", "status_of")
+
+    def __init__(self) -> None:
+        self.receipts: list[Receipt] = []
+        self.status: int | None = None
+        self.status_of: Callable[[], int] | None = None
+        self.done = False
+
+    def settle(self) -> None:
+        """Give back what the response does not keep, once."""
+        if self.done:
+            return
+        self.done = True
+        status = self.status
+        if status is None and self.status_of is not None:
+            status = self.status_of()
+        if status is None:
+            _warn_unseen(self.receipts)
+        for receipt in self.receipts:
+            give_back(receipt, status)
+
+
+def hold(request: Any, receipt: Receipt, status_of: Callable[[], int] | None = None) -> None:
+    """Give ``receipt`` back after ``request``'s response. ``status_of`` tells that
+    response's status when no middleware or decorator saw it (the DRF throttle's view)."""
+    http = getattr(request, "_request", request)  # Django's request under DRF's
+    pending = http.__dict__.get(PENDING_ATTRIBUTE)
+    if pending is None:
+        pending = _Pending()
+        setattr(http, PENDING_ATTRIBUTE, pending)
+        close = http.close
+
+        def close_after_giving_back() -> None:
+            try:
+                pending.settle()
+            finally:
+                close()
+
+        # An attribute of this request only: the handler adds it to the response's closers.
+        http.close = close_after_giving_back
+    pending.receipts.append(receipt)
+    if status_of is not None:
+        pending.status_of = status_of
+
+
+def saw(request: Any, status: int) -> None:
+    """Note the status of ``request``'s response (the outermost face to see it wins)."""
+    pending = request.__dict__.get(PENDING_ATTRIBUTE)
+    if pending is not None:
+        pending.status = status
+
+
+def went_away(request: Any) -> None:
+    """The client left before a response (ASGI cancelled the request): give the slots
+    back now, on a thread, without waiting; units of counting policies stay spent."""
+    pending = request.__dict__.get(PENDING_ATTRIBUTE)
+    if pending is None or pending.done:
+        return
+    pending.done = True
+    asyncio.get_running_loop().run_in_executor(None, _give_back_all, pending.receipts, None)
+
+
+def _give_back_all(receipts: list[Receipt], status: int | None) -> None:
+    for receipt in receipts:
+        give_back(receipt, status)
+
+
+#: Policies already warned about (one warning per name and process).
+_warned: set[str] = set()
+
+
+def _warn_unseen(receipts: list[Receipt]) -> None:
+    names = {
+        check.policy.name
+        for receipt in receipts
+        for check in receipt.checks
+        if check.policy.counts != "all" and check.policy.name not in _warned
+    }
+    if names:
+        _warned.update(names)
+        logger.warning(
+            "ratelimits: no face saw the status of a response under %s, so its units stay "
+            "spent: add ratelimits.middleware.RateLimitMiddleware to MIDDLEWARE (a "
+            "django-ninja operation's status is seen only there).",
+            ", ".join(sorted(names)),
+        )
