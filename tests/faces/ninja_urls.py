@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.urls import path
 from ninja import NinjaAPI, Router
+from ninja.errors import HttpError
 
 from ratelimits.contrib.ninja import PolicyThrottle
 
@@ -37,6 +38,16 @@ async def async_scoped(request: HttpRequest) -> dict[str, str]:
 @api.get("/batch", throttle=PolicyThrottle(scope="batch", cost=lambda r: int(r.GET["n"])))
 def batch(request: HttpRequest) -> dict[str, str]:
     return {"view": "batch"}
+
+
+@api.get("/status", throttle=PolicyThrottle(scope="status"))
+def answers_status(request: HttpRequest, status: int = 200) -> dict[str, int]:
+    """Answers 200 with the concurrency slots held while it ran, or the error asked for."""
+    from tests.faces.after_urls import in_flight
+
+    if status >= 400:
+        raise HttpError(status, "as asked")
+    return {"in_flight": in_flight()}
 
 
 @api.get("/unthrottled", throttle=[])

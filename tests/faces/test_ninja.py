@@ -286,3 +286,24 @@ def test_the_demo_ninja_items_under_its_policy(client, without_middleware):
     denied = client.get("/ninja/items")
     # A fixed window frees its units at the window's end: 1 to 10 seconds away.
     assert_ninja_429(denied, "ninja-items", policy.limit, policy.window, soonest=1)
+
+
+@pytest.mark.parametrize("middleware", [True, False], ids=["middleware", "throttle-alone"])
+def test_an_operations_slot_is_given_back_after_its_response(client, settings, middleware):
+    if not middleware:
+        settings.MIDDLEWARE = [name for name in settings.MIDDLEWARE if name != LIMITER]
+    create_policy("slots", "status", limit=1, window=60, algorithm="concurrency")
+    for _ in range(3):
+        response = client.get(f"{BASE}/status")
+        assert response.status_code == 200
+        assert response.json() == {"in_flight": 1}
+    from tests.faces.after_urls import in_flight
+
+    assert in_flight() == 0
+
+
+def test_an_operation_counts_only_failures_under_the_middleware(client):
+    """django-ninja shows a throttle no response: RateLimitMiddleware notes its status."""
+    create_policy("signin", "status", limit=2, window=60, counts="failures")
+    assert statuses(client, f"{BASE}/status", 5) == [200] * 5
+    assert statuses(client, f"{BASE}/status?status=401", 3) == [401, 401, 429]
