@@ -375,9 +375,9 @@ def give_back(receipt: Receipt, status: int | None) -> None:
     concurrency slots always, and the units of a policy that does not count a response
     of ``status`` (``None``: no response came; see :meth:`Receipt.due`).
 
-    One call (on a cluster, one per hash slot). Never raises: a Redis that cannot answer,
-    or an open circuit breaker, is logged, and the units stay spent until they leave
-    their window (a concurrency slot until its lease ends).
+    One call (on a cluster, one per hash slot). Never raises: a Redis that cannot answer
+    is logged (an open circuit breaker skips the call quietly), and the units stay spent
+    until they leave their window (a concurrency slot until its lease ends).
     """
     due = receipt.due(status)
     if not due:
@@ -391,13 +391,15 @@ def give_back(receipt: Receipt, status: int | None) -> None:
             groups = [[due[i] for i in group] for group in _slot_groups(client, checks)]
         for group in groups:
             _give_back_group(receipt, group, client)
+    except _BreakerOpen:  # Redis is known to be down: the breaker said so already
+        logger.debug("ratelimits: the breaker is open; nothing given back")
     except Exception as error:  # the response is sent: nothing may reach the client
         logger.warning(
             "ratelimits: could not give back %s: %s; the units stay spent until they "
             "leave their window (a concurrency slot until its lease ends).",
             ", ".join(check.policy.name for check in receipt.checks),
             error,
-            exc_info=not isinstance(error, (_BreakerOpen, *connection.REDIS_ERRORS)),
+            exc_info=not isinstance(error, connection.REDIS_ERRORS),
         )
 
 
