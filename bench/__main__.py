@@ -38,6 +38,7 @@ MODULES = (
     "hotpath",
     "overhead",
     "asyncpath",
+    "afterwards",
     "roundtrips",
     "matching",
     "memory",
