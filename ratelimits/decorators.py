@@ -52,7 +52,7 @@ def ratelimit(
                 except Exception:
                     afterwards.saw(request, afterwards.SERVER_ERROR)
                     raise
-                afterwards.saw(request, response.status_code)
+                afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
                 return response
 
             limited_async.ratelimit_scope = scope  # type: ignore[attr-defined]
@@ -71,7 +71,7 @@ def ratelimit(
             except Exception:
                 afterwards.saw(request, afterwards.SERVER_ERROR)
                 raise
-            afterwards.saw(request, response.status_code)
+            afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
             return response
 
         limited.ratelimit_scope = scope  # type: ignore[attr-defined]

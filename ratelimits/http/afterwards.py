@@ -63,7 +63,7 @@ def hold(request: Any, receipt: Receipt, status_of: Callable[[], int] | None = N
     """Give ``receipt`` back after ``request``'s response. ``status_of`` tells that
     response's status when no middleware or decorator saw it (the DRF throttle's view)."""
     http = getattr(request, "_request", request)  # Django's request under DRF's
-    pending = http.__dict__.get(PENDING_ATTRIBUTE)
+    pending = _pending(http)
     if pending is None:
         pending = _Pending()
         setattr(http, PENDING_ATTRIBUTE, pending)
@@ -84,7 +84,7 @@ def hold(request: Any, receipt: Receipt, status_of: Callable[[], int] | None = N
 
 def saw(request: Any, status: int) -> None:
     """Note the status of ``request``'s response (the outermost face to see it wins)."""
-    pending = request.__dict__.get(PENDING_ATTRIBUTE)
+    pending = _pending(request)
     if pending is not None:
         pending.status = status
 
@@ -92,11 +92,15 @@ def saw(request: Any, status: int) -> None:
 def went_away(request: Any) -> None:
     """The client left before a response (ASGI cancelled the request): give the slots
     back now, on a thread, without waiting; units of counting policies stay spent."""
-    pending = request.__dict__.get(PENDING_ATTRIBUTE)
+    pending = _pending(request)
     if pending is None or pending.done:
         return
     pending.done = True
     asyncio.get_running_loop().run_in_executor(None, _give_back_all, pending.receipts, None)
+
+
+def _pending(request: Any) -> _Pending | None:
+    return getattr(request, "_request", request).__dict__.get(PENDING_ATTRIBUTE)  # type: ignore[no-any-return]
 
 
 def _give_back_all(receipts: list[Receipt], status: int | None) -> None:
