@@ -293,6 +293,36 @@ def test_memory_estimate_matches_redis(redis_client):
     assert abs(used - estimate) / used < 0.15
 
 
+@pytest.mark.parametrize("limit", [20, 300])
+def test_memory_estimate_of_concurrency_matches_redis(redis_client, limit):
+    """A client with ``limit`` requests in progress holds ``limit`` leases: the estimate is
+    what Redis counts for them (±15 %), a sorted set, not a counter's small hash."""
+    policy = CompiledPolicy.build(
+        name="p", endpoint="x", algorithm="concurrency", limit=limit, window=600, key="ip"
+    )
+    for i in range(limit):
+        verdict = limiter.decide([limiter.Check(policy, "ip:203.0.113.7")])
+        assert verdict.allowed, i
+    key = "rl:{ip:203.0.113.7}:p:leases"
+    assert redis_client.zcard(key) == limit
+    used = redis_client.memory_usage(key, samples=0)
+    estimate = memory.bytes_per_client("concurrency", limit)
+    assert abs(used - estimate) / used < 0.15
+
+
+def test_change_form_shows_the_memory_of_requests_in_progress(admin_client):
+    small = make_policy("small", algorithm="concurrency", limit=5)
+    html = admin_client.get(f"{CHANGELIST}{small.pk}/change/").content.decode()
+    assert "About <strong>232 B</strong> of Redis memory per active client" in html
+    assert "(concurrency at 5 in progress at once)" in html
+    # Large, but no other algorithm counts requests in progress: nothing to suggest.
+    large = make_policy("large", algorithm="concurrency", limit=1000)
+    html = admin_client.get(f"{CHANGELIST}{large.pk}/change/").content.decode()
+    assert "About <strong>118.2 KB</strong> of Redis memory per active client" in html
+    assert "ratelimits-memory-warning" not in html
+    assert '"leases": [[1, 120]' in html.replace("&quot;", '"')  # for policy_form.js
+
+
 def test_endpoint_field_suggests_url_names_and_scopes(admin_client):
     html = admin_client.get(f"{CHANGELIST}add/").content.decode()
     assert 'list="ratelimits-endpoint-suggestions"' in html
