@@ -108,7 +108,7 @@ def test_each_row_lists_its_overrides_sorted(fmt: str, world: dict[str, Policy])
 def test_the_yaml_of_an_override_reads_well(world: dict[str, Policy]) -> None:
     text = dump_policies(Policy.objects.filter(name="login"), "yaml")
     assert text.endswith(
-        "  shards: 1\n  burst: null\n  cost: 1\n"
+        "  shards: 1\n  burst: null\n  cost: 1\n  counts: all\n"
         "  overrides:\n  - identity: ip:2001:db8::/48\n    limit: 20\n"
     )
 
@@ -563,6 +563,7 @@ def test_the_api_key_is_in_no_export_table_page_history_or_redis_key(
         "key": "header:X-Api-Key",
         "shards": "1",
         "cost": "1",
+        "counts": "all",
         "enabled": "on",
         "fail_open": "on",
         "overrides-TOTAL_FORMS": "1",
