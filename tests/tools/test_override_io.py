@@ -310,6 +310,30 @@ def changes_to_world() -> list[dict[str, Any]]:
     ]
 
 
+def test_an_override_of_a_concurrency_policy_is_reported_at_once(
+    people: dict[str, Any], tmp_path: Path
+) -> None:
+    pool = Policy.objects.create(
+        name="pool", endpoint="api:export", algorithm="concurrency", limit=2, window=30
+    )
+    PolicyOverride.objects.create(policy=pool, user=people["alice"], limit=4)
+    assert str(pool.overrides.get()) == "user alice: 4 at once, lease 30 s"
+    row = {
+        "name": "pool",
+        "endpoint": "api:export",
+        "algorithm": "concurrency",
+        "limit": 2,
+        "window": 30,
+        "overrides": [{"user": "alice", "limit": 5}, {"user": "bob", "limit": 3}],
+    }
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([row]))
+    assert run("import", str(path), "--dry-run").splitlines()[1:3] == [
+        "  would be created: override user bob: 3 at once, lease 30 s",
+        "  would be updated: override user alice: 5 at once, lease 30 s (limit)",
+    ]
+
+
 def test_dry_run_reports_the_override_changes_and_writes_nothing(
     world: dict[str, Policy], tmp_path: Path
 ) -> None:
