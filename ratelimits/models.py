@@ -358,11 +358,13 @@ class PolicyOverride(models.Model):
 
     @property
     def rate_display(self) -> str:
-        """``"exempt"`` or ``"50 per 60 s"``."""
+        """``"exempt"``, ``"50 per 60 s"``, or for a concurrency policy ``"3 at once, lease
+        60 s"``."""
         if self.exempt:
             return "exempt"
-        window = self.policy.window if self.policy_id is not None else "?"
-        return f"{self.limit} per {window} s"
+        if self.policy_id is None:
+            return f"{self.limit} per ? s"
+        return describe_rate(self.limit, self.policy.window, self.policy.algorithm)
 
     def normalize(self) -> None:
         """Store the identity in its matched form: addresses normalised, API keys hashed.

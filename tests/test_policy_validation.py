@@ -154,6 +154,8 @@ def test_duplicate_name_is_rejected_on_name() -> None:
         ({"burst": 4}, "ratelimits_policy_burst_range"),  # not a token bucket
         ({"algorithm": "token_bucket", "burst": 0}, "ratelimits_policy_burst_range"),
         ({"cost": 0}, "ratelimits_policy_cost_range"),
+        ({"counts": "sometimes"}, "ratelimits_policy_counts_valid"),
+        ({"algorithm": "concurrency", "counts": "failures"}, "ratelimits_policy_counts_valid"),
         ({"mode": "audit"}, "ratelimits_policy_mode_valid"),
         ({"name": "not a slug"}, "ratelimits_policy_name_slug"),
         ({"name": "search\n"}, "ratelimits_policy_name_slug"),
@@ -230,3 +232,39 @@ def test_burst_and_cost_are_checked_on_their_field(
     errors = clean_errors(make(**overrides))
     assert list(errors) == [field]
     assert message in messages(errors[field])
+
+
+def test_queryset_update_cannot_make_a_concurrency_policy_count_failures() -> None:
+    policy = Policy.objects.create(**GOOD, counts="failures")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Policy.objects.filter(pk=policy.pk).update(algorithm="concurrency")
+    policy.refresh_from_db()
+    assert (policy.algorithm, policy.counts) == ("sliding_counter", "failures")
+
+
+def test_rate_display_of_counts_and_concurrency() -> None:
+    assert make(counts="failures").rate_display == "5 per 60 s, failures only"
+    assert make(counts="successes", cost=2).rate_display == "5 per 60 s, cost 2, successes only"
+    pool = make(algorithm="concurrency", limit=2, window=30)
+    assert pool.rate_display == "2 at once, lease 30 s"
+
+
+@pytest.mark.parametrize("algorithm", ["sliding_log", "sliding_counter", "token_bucket"])
+@pytest.mark.parametrize("counts", ["all", "failures", "successes"])
+def test_every_counts_is_valid_for_a_rate(algorithm: str, counts: str) -> None:
+    assert clean_errors(make(algorithm=algorithm, counts=counts)) == {}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"counts": "sometimes"}, "Value 'sometimes' is not a valid choice."),
+        ({"algorithm": "concurrency", "counts": "failures"}, "gives every slot back"),
+        ({"algorithm": "concurrency", "counts": "successes"}, "gives every slot back"),
+    ],
+)
+def test_counts_is_checked_on_its_field(overrides: dict[str, Any], message: str) -> None:
+    errors = clean_errors(make(**overrides))
+    assert list(errors) == ["counts"]
+    assert message in messages(errors["counts"])
+    assert clean_errors(make(algorithm="concurrency")) == {}  # counts all: the control

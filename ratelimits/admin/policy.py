@@ -214,7 +214,7 @@ class PolicyAdmin(admin.ModelAdmin):
         "enabled",
     )
     list_editable = ("limit", "window", "mode", "enabled")
-    list_filter = ("algorithm", "mode", "enabled", KeyKindFilter)
+    list_filter = ("algorithm", "counts", "mode", "enabled", KeyKindFilter)
     search_fields = ("name", "endpoint")
     readonly_fields = ("memory_per_client", "created_at", "updated_at")
     actions = ("enable", "disable", "switch_to_shadow", "switch_to_enforce", "reset_counters")
@@ -237,6 +237,7 @@ class PolicyAdmin(admin.ModelAdmin):
                     "window",
                     "burst",
                     "cost",
+                    "counts",
                     "memory_per_client",
                     "key",
                     "fail_open",

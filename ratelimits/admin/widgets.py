@@ -34,6 +34,7 @@ def memory_estimate(algorithm: str, limit: int | None) -> SafeString:
     points = json.dumps(
         {
             "logs": memory.LOG_POINTS,
+            "leases": memory.CONCURRENCY_POINTS,
             "counter": memory.COUNTER_BYTES,
             "bucket": memory.BUCKET_BYTES,
             "large": memory.LARGE_BYTES,
@@ -50,11 +51,13 @@ def memory_text(algorithm: str, limit: int | None) -> SafeString:
     if not limit:
         return format_html("{}", "Set a limit to see the estimate.")
     size = memory.bytes_per_client(algorithm, limit)
+    at = "in progress at once" if algorithm == "concurrency" else "per window"
     text = format_html(
-        "About <strong>{}</strong> of Redis memory per active client ({} at {} per window).",
+        "About <strong>{}</strong> of Redis memory per active client ({} at {} {}).",
         memory.human(size),
         algorithm,
         limit,
+        at,
     )
     if memory.is_large(algorithm, limit):
         text = format_html(

@@ -28,6 +28,8 @@ KEY_COLUMNS = (
     "memory",
 )
 NUMERIC = ("count", "limit", "remaining", "ttl", "memory")
+#: What a key's last part may be, as the refusal of a bad KEY lists them.
+_SUFFIXES = "|".join(keys.ALGORITHM_SUFFIX.values())
 
 
 def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -95,10 +97,8 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
     if policy is None:
         write(f"policy     {name.policy} (deleted)")
     else:
-        write(
-            f"policy     {policy.name}: {policy.algorithm}, {policy.limit} per "
-            f"{policy.window} s, {'enforce' if policy.enforce else 'shadow'}"
-        )
+        mode = "enforce" if policy.enforce else "shadow"
+        write(f"policy     {policy.name}: {policy.algorithm}, {policy.rate}, {mode}")
     kind = identity.describe(name.identity)
     write(f"identity   {_identity_label(name.identity, usernames)}, {kind}")
     write(f"now        {inspection.iso(detail.now_us)} (Redis TIME)")
@@ -115,6 +115,8 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
             write(f"next       denied; retry in {output.seconds(decision.retry_after)}")
     if inspection.is_log(name.algorithm):
         _write_entries(command, detail)
+    elif name.algorithm == "concurrency":
+        _write_leases(command, detail)
     elif detail.windows:
         rows = [
             [w.label, inspection.iso(w.start_us), inspection.iso(w.end_us), w.count]
@@ -173,7 +175,7 @@ def _key_to_inspect(options: dict[str, Any], policies: dict[str, Any]) -> keys.K
         if name is None:
             raise CommandError(
                 f"{key!r} is not a ratelimits key: expected "
-                f"{app_settings.KEY_PREFIX}:{{<identity>}}:<policy>:<log|counter|fixed>."
+                f"{app_settings.KEY_PREFIX}:{{<identity>}}:<policy>:<{_SUFFIXES}>."
             )
         return name
     if options["policy"] is None or options["identity"] is None:
@@ -195,6 +197,30 @@ def _write_entries(command: BaseCommand, detail: inspection.KeyDetail) -> None:
     command.stdout.write(f"entries    {len(rows)}")
     if rows:
         command.stdout.write(output.table(("#", "time", "age", ""), rows, numeric=("#", "age")))
+
+
+def _write_leases(command: BaseCommand, detail: inspection.KeyDetail) -> None:
+    """One row per lease, oldest first: when it started, its age, when it ends."""
+    now_us, rows = detail.now_us, []
+    for number, lease in enumerate(detail.leases, start=1):
+        ended = lease.ended(now_us)
+        rows.append(
+            [
+                number,
+                inspection.iso(lease.start_us),
+                output.seconds(lease.age(now_us)),
+                None if ended else output.seconds(lease.ends_in(now_us)),
+                "ended" if ended else "",
+            ]
+        )
+    live = sum(1 for lease in detail.leases if not lease.ended(now_us))
+    ended_count = len(rows) - live
+    command.stdout.write(
+        f"leases     {live} in progress" + (f", {ended_count} ended" if ended_count else "")
+    )
+    if rows:
+        headers = ("#", "started", "age", "ends in", "")
+        command.stdout.write(output.table(headers, rows, numeric=("#", "age", "ends in")))
 
 
 def _usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str, Any]:
@@ -237,6 +263,17 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
     if inspection.is_log(d.name.algorithm):
         record["entries"] = [
             {"time": inspection.iso(at), "age": (d.now_us - at) / 1_000_000} for at in d.entries
+        ]
+    elif d.name.algorithm == "concurrency":
+        record["leases"] = [
+            {
+                "started": inspection.iso(lease.start_us),
+                "age": lease.age(d.now_us),
+                "ends": inspection.iso(lease.end_us),
+                "ends_in": lease.ends_in(d.now_us),
+                "ended": lease.ended(d.now_us),
+            }
+            for lease in d.leases
         ]
     else:
         record["windows"] = [

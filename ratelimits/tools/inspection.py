@@ -1,4 +1,5 @@
-"""One key's full state, read-only: every log entry, both counter windows, the fixed window.
+"""One key's full state, read-only: every log entry, both counter windows, the fixed window,
+a token bucket's arrival time, every concurrency lease.
 
 Everything is read in one ``MULTI`` transaction together with Redis ``TIME`` and the
 decide script run with recording off, so the raw state, the clock and the limiter's own
@@ -17,6 +18,7 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.inventory import policy_check
+from ratelimits.tools.leases import Lease, parse
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +36,9 @@ class KeyDetail:
     """The state of one key at ``now_us`` (Redis ``TIME``).
 
     ``entries`` (sliding_log, compact_log) are admission times in microseconds, oldest first;
-    ``windows`` (sliding_counter, fixed_window) the stored windows. ``decision`` is what
-    the policy would answer for one more request now.
+    ``windows`` (sliding_counter, fixed_window) the stored windows; ``leases``
+    (concurrency) every stored lease, oldest first, the ended ones too. ``decision`` is
+    what the policy would answer for one more request now.
     """
 
     name: keys.KeyName
@@ -48,6 +51,7 @@ class KeyDetail:
     note: str = ""
     entries: list[int] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
+    leases: list[Lease] = field(default_factory=list)
     #: The hash as stored (sliding_counter, fixed_window), for keys without a policy; for
     #: token_bucket its theoretical arrival time in microseconds, as "tat".
     raw: dict[str, str] = field(default_factory=dict)
@@ -62,7 +66,7 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
     pipe.exists(name.key)
     pipe.pttl(name.key)
     pipe.memory_usage(name.key)
-    if name.algorithm == "sliding_log":
+    if name.algorithm in ("sliding_log", "concurrency"):
         pipe.zrange(name.key, 0, -1, withscores=True)
     elif name.algorithm in ("compact_log", "token_bucket"):
         pipe.get(name.key)
@@ -90,6 +94,8 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
         detail.entries.extend(int(score) for _, score in replies[4])
     elif name.algorithm == "compact_log":
         detail.entries.extend(ring_entries(replies[4]))
+    elif name.algorithm == "concurrency":
+        detail.leases.extend(parse(replies[4]))
     elif name.algorithm == "token_bucket":
         if replies[4] is not None:  # the theoretical arrival time, in microseconds
             detail.raw["tat"] = replies[4].decode()

@@ -148,7 +148,7 @@ def _unlink(client: Client, batch: list[str]) -> int:
     # A cluster refuses a multi-key command across slots: one UNLINK per key, pipelined
     # per node.
     deleted = 0
-    for node, found in _by_node(client, batch, key=lambda k: k).items():
+    for node, found in by_node(client, batch, key=lambda k: k).items():
         pipe = node.pipeline(transaction=False)
         for key in found:
             pipe.unlink(key)
@@ -156,7 +156,7 @@ def _unlink(client: Client, batch: list[str]) -> int:
     return deleted
 
 
-def _by_node(client: Client, items: list, *, key: Callable[[Any], str]) -> dict[Any, list]:
+def by_node(client: Client, items: list, *, key: Callable[[Any], str]) -> dict[Any, list]:
     """``items`` grouped by the node client that holds ``key(item)``, in order."""
     groups: dict[str, tuple[redis.Redis, list]] = {}
     for item in items:
@@ -183,10 +183,10 @@ def policy_check(
 def _read_batch(
     client: Client, names: list[keys.KeyName], policies: dict[str, CompiledPolicy]
 ) -> list[KeyUsage]:
-    by_node = _by_node(client, names, key=lambda name: name.key)  # one node: one group
+    groups = by_node(client, names, key=lambda name: name.key)  # one node: one group
     found = {
         usage.name.key: usage
-        for node, group in by_node.items()
+        for node, group in groups.items()
         for usage in _read_node_batch(node, group, policies)
     }
     return [found[name.key] for name in names if name.key in found]

@@ -11,10 +11,10 @@ writes the plan in one transaction, all or nothing.
 
 **The file is the source of truth.** A row names the whole policy: a field left out of a row
 takes the model's default (``methods`` blank, ``algorithm`` sliding_counter, ``key``
-user_or_ip, ``mode`` enforce, ``fail_open`` and ``enabled`` true), for a new policy and for
-an existing one alike. Leaving ``mode`` out of the row of a policy stored in shadow mode
-therefore switches it back to enforce; it does not keep the stored value. Only ``name``,
-``endpoint``, ``limit`` and ``window`` are required.
+user_or_ip, ``mode`` enforce, ``counts`` all, ``fail_open`` and ``enabled`` true), for a
+new policy and for an existing one alike. Leaving ``mode`` out of the row of a policy
+stored in shadow mode therefore switches it back to enforce; it does not keep the stored
+value. Only ``name``, ``endpoint``, ``limit`` and ``window`` are required.
 
 Rows are checked strictly before the model sees them (no unknown fields, ``limit`` and
 ``window`` are integers and not booleans, ``fail_open`` and ``enabled`` are booleans, the
@@ -73,6 +73,7 @@ FIELDS: tuple[str, ...] = (
     "shards",
     "burst",
     "cost",
+    "counts",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
 #: A row's list of overrides (optional on import: without it, overrides are left alone).

@@ -186,6 +186,85 @@ def test_live_usage_of_a_token_bucket(admin_client, redis_client):
     assert redis_client.dump("rl:{ip:203.0.113.7}:login:bucket") == before
 
 
+def test_live_usage_of_a_concurrency_policy_lists_the_requests_in_progress(
+    admin_client, redis_client
+):
+    policy = make_policy(algorithm="concurrency", limit=3, window=60)
+    compiled = CompiledPolicy.from_model(policy)
+    busy, calm = "ip:203.0.113.7", "ip:198.51.100.1"
+    now_us = int(redis_client.time()[0]) * 1_000_000
+
+    def take(who: str, at: float | None = None) -> limiter.Receipt:
+        verdict = limiter.decide([limiter.Check(compiled, who)], now=at)
+        assert verdict.allowed and verdict.receipt is not None
+        return verdict.receipt
+
+    take(busy, at=now_us / 1_000_000 - 20)  # in progress for 20 s: its lease ends in 40 s
+    take(busy)
+    given_back = take(busy)
+    take(calm)
+    take(calm, at=now_us / 1_000_000 - 100)  # stored, but its lease ended 40 s ago
+    assert redis_client.zcard(f"rl:{{{calm}}}:login:leases") == 2
+    limiter.give_back(given_back, 200)
+    before = {who: redis_client.dump(f"rl:{{{who}}}:login:leases") for who in (busy, calm)}
+
+    response = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
+    usage = response.context["live_usage"]
+    assert usage.concurrency is True
+    assert [(r.identity, r.count, r.remaining, len(r.leases)) for r in usage.rows] == [
+        (busy, 2.0, 1, 2),
+        (calm, 1.0, 2, 1),
+    ]
+    oldest, newest = usage.rows[0].leases
+    assert 20 <= oldest.age < 25 and oldest.ends_in == pytest.approx(60 - oldest.age, abs=0.01)
+    assert 0 <= newest.age < 5 and newest.ends_in == pytest.approx(60 - newest.age, abs=0.01)
+    (only,) = usage.rows[1].leases
+    assert 0 <= only.age < 5
+    html = response.content.decode()
+    assert "requests in progress: age, lease ends in" in html
+    assert "next slot frees in" not in html
+    assert html.count('class="ratelimits-lease"') == 3
+    assert f"{oldest.age:.1f} s old, ends in {oldest.ends_in:.1f} s" in html
+    # Looking took no slot and pruned nothing.
+    assert {who: redis_client.dump(f"rl:{{{who}}}:login:leases") for who in before} == before
+
+
+def test_live_usage_lists_at_most_ten_leases_of_a_client(admin_client):
+    policy = make_policy(algorithm="concurrency", limit=15, window=60)
+    compiled = CompiledPolicy.from_model(policy)
+    for _ in range(12):
+        assert limiter.decide([limiter.Check(compiled, "ip:203.0.113.7")]).allowed
+    response = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
+    (row,) = response.context["live_usage"].rows
+    assert (row.count, len(row.leases), row.more_leases) == (12.0, 10, 2)
+    assert [lease.age for lease in row.leases] == sorted(
+        (lease.age for lease in row.leases), reverse=True
+    )  # oldest first
+    assert "and 2 more" in response.content.decode()
+
+
+def test_live_usage_of_other_algorithms_has_no_leases(admin_client):
+    policy = make_policy()
+    use(policy, "ip:203.0.113.7", 2)
+    response = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
+    usage = response.context["live_usage"]
+    assert usage.concurrency is False and usage.rows[0].leases == ()
+    assert "next slot frees in" in response.content.decode()
+
+
+def test_reset_of_a_concurrency_policy_frees_its_slots(admin_client, redis_client):
+    policy = make_policy(algorithm="concurrency", limit=1, window=60)
+    compiled = CompiledPolicy.from_model(policy)
+    check = limiter.Check(compiled, "ip:203.0.113.7")
+    assert limiter.decide([check]).allowed
+    assert not limiter.decide([check]).allowed
+    url = f"{CHANGELIST}{policy.pk}/reset-counters/"
+    response = admin_client.post(url, {"identity": "ip:203.0.113.7"}, follow=True)
+    assert "1 keys deleted" in response.content.decode()
+    assert not redis_client.exists("rl:{ip:203.0.113.7}:login:leases")
+    assert limiter.decide([check]).allowed
+
+
 def test_reading_the_change_page_consumes_nothing(admin_client, redis_client):
     policy = make_policy()
     use(policy, "ip:203.0.113.7", 2)
@@ -291,6 +370,36 @@ def test_memory_estimate_matches_redis(redis_client):
     used = redis_client.memory_usage("rl:{ip:203.0.113.7}:p:log", samples=0)
     estimate = memory.bytes_per_client("sliding_log", 300)
     assert abs(used - estimate) / used < 0.15
+
+
+@pytest.mark.parametrize("limit", [20, 300])
+def test_memory_estimate_of_concurrency_matches_redis(redis_client, limit):
+    """A client with ``limit`` requests in progress holds ``limit`` leases: the estimate is
+    what Redis counts for them (±15 %), a sorted set, not a counter's small hash."""
+    policy = CompiledPolicy.build(
+        name="p", endpoint="x", algorithm="concurrency", limit=limit, window=600, key="ip"
+    )
+    for i in range(limit):
+        verdict = limiter.decide([limiter.Check(policy, "ip:203.0.113.7")])
+        assert verdict.allowed, i
+    key = "rl:{ip:203.0.113.7}:p:leases"
+    assert redis_client.zcard(key) == limit
+    used = redis_client.memory_usage(key, samples=0)
+    estimate = memory.bytes_per_client("concurrency", limit)
+    assert abs(used - estimate) / used < 0.15
+
+
+def test_change_form_shows_the_memory_of_requests_in_progress(admin_client):
+    small = make_policy("small", algorithm="concurrency", limit=5)
+    html = admin_client.get(f"{CHANGELIST}{small.pk}/change/").content.decode()
+    assert "About <strong>232 B</strong> of Redis memory per active client" in html
+    assert "(concurrency at 5 in progress at once)" in html
+    # Large, but no other algorithm counts requests in progress: nothing to suggest.
+    large = make_policy("large", algorithm="concurrency", limit=1000)
+    html = admin_client.get(f"{CHANGELIST}{large.pk}/change/").content.decode()
+    assert "About <strong>118.2 KB</strong> of Redis memory per active client" in html
+    assert "ratelimits-memory-warning" not in html
+    assert '"leases": [[1, 120]' in html.replace("&quot;", '"')  # for policy_form.js
 
 
 def test_endpoint_field_suggests_url_names_and_scopes(admin_client):

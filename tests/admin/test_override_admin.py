@@ -26,7 +26,8 @@ def policy_fields(policy: Policy, **changes: Any) -> dict[str, str]:
         name: getattr(policy, name)
         for name in ("name", "mode", "endpoint", "methods", "algorithm", "limit", "window")
     }
-    values.update(key=policy.key, shards=policy.shards, cost=policy.cost, enabled=policy.enabled)
+    values.update(key=policy.key, shards=policy.shards, cost=policy.cost, counts=policy.counts)
+    values.update(enabled=policy.enabled)
     values.update(fail_open=policy.fail_open, **changes)
     return {
         name: ("on" if value is True else str(value))
@@ -173,6 +174,7 @@ def test_the_add_page_creates_a_policy_with_its_overrides(admin_client, alice):
         "key": "header:X-Partner-Key",
         "shards": "1",
         "cost": "1",
+        "counts": "all",
         "enabled": "on",
         "fail_open": "on",
         **rows(
@@ -201,6 +203,7 @@ def test_the_add_page_refuses_a_bad_identity_for_the_new_policy(admin_client):
         "key": "ip",
         "shards": "1",
         "cost": "1",
+        "counts": "all",
         **rows({"identity": SECRET, "limit": 5}),
     }
     response = admin_client.post(f"{CHANGELIST}add/", data)

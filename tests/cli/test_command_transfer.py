@@ -171,6 +171,34 @@ def test_a_bad_row_names_the_row_and_field_and_nothing_is_written(
     assert not Policy.objects.filter(name="fine").exists()
 
 
+def test_a_bad_counts_in_a_yaml_file_is_named_and_a_good_one_is_reported(
+    policies: None, tmp_path: Path
+) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "policies:\n"
+        "- {name: login, endpoint: api:login, limit: 5, window: 60, counts: sometimes}\n"
+        "- {name: pool, endpoint: api:x, algorithm: concurrency, limit: 2, window: 30,\n"
+        "   counts: failures}\n"
+    )
+    with pytest.raises(CommandError) as info:
+        run("import", str(path))
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"{path} was not imported; nothing changed."
+    assert lines[1] == "row 1 (login): counts: Value 'sometimes' is not a valid choice."
+    assert lines[2].startswith("row 2 (pool): counts: A concurrency policy gives every slot back")
+    assert Policy.objects.get(name="login").counts == "all"
+    assert not Policy.objects.filter(name="pool").exists()
+
+    path.write_text(
+        "policies:\n"
+        "- {name: login, endpoint: api:login, methods: POST, algorithm: sliding_log, limit: 5,\n"
+        "   window: 60, key: ip, fail_open: false, counts: failures}\n"
+    )
+    assert "updated: login (counts)" in run("import", str(path)).splitlines()
+    assert Policy.objects.get(name="login").counts == "failures"
+
+
 def test_malformed_json_says_where(tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     path.write_text('{"version": 1,\n "policies": [\n  {"name": "a",}\n]}\n')

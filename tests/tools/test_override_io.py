@@ -108,7 +108,7 @@ def test_each_row_lists_its_overrides_sorted(fmt: str, world: dict[str, Policy])
 def test_the_yaml_of_an_override_reads_well(world: dict[str, Policy]) -> None:
     text = dump_policies(Policy.objects.filter(name="login"), "yaml")
     assert text.endswith(
-        "  shards: 1\n  burst: null\n  cost: 1\n"
+        "  shards: 1\n  burst: null\n  cost: 1\n  counts: all\n"
         "  overrides:\n  - identity: ip:2001:db8::/48\n    limit: 20\n"
     )
 
@@ -307,6 +307,30 @@ def changes_to_world() -> list[dict[str, Any]]:
             "window": 30,
             "overrides": [{"group": "partners", "exempt": True}],
         },
+    ]
+
+
+def test_an_override_of_a_concurrency_policy_is_reported_at_once(
+    people: dict[str, Any], tmp_path: Path
+) -> None:
+    pool = Policy.objects.create(
+        name="pool", endpoint="api:export", algorithm="concurrency", limit=2, window=30
+    )
+    PolicyOverride.objects.create(policy=pool, user=people["alice"], limit=4)
+    assert str(pool.overrides.get()) == "user alice: 4 at once, lease 30 s"
+    row = {
+        "name": "pool",
+        "endpoint": "api:export",
+        "algorithm": "concurrency",
+        "limit": 2,
+        "window": 30,
+        "overrides": [{"user": "alice", "limit": 5}, {"user": "bob", "limit": 3}],
+    }
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps([row]))
+    assert run("import", str(path), "--dry-run").splitlines()[1:3] == [
+        "  would be created: override user bob: 3 at once, lease 30 s",
+        "  would be updated: override user alice: 5 at once, lease 30 s (limit)",
     ]
 
 
@@ -563,6 +587,7 @@ def test_the_api_key_is_in_no_export_table_page_history_or_redis_key(
         "key": "header:X-Api-Key",
         "shards": "1",
         "cost": "1",
+        "counts": "all",
         "enabled": "on",
         "fail_open": "on",
         "overrides-TOTAL_FORMS": "1",

@@ -141,6 +141,7 @@ def test_json_dump_is_exact() -> None:
         '      "shards": 1,\n'
         '      "burst": null,\n'
         '      "cost": 1,\n'
+        '      "counts": "all",\n'
         '      "overrides": []\n'
         "    },\n"
         "    {\n"
@@ -157,6 +158,7 @@ def test_json_dump_is_exact() -> None:
         '      "shards": 1,\n'
         '      "burst": null,\n'
         '      "cost": 1,\n'
+        '      "counts": "all",\n'
         '      "overrides": []\n'
         "    }\n"
         "  ]\n"
@@ -184,6 +186,7 @@ def test_yaml_dump_is_exact() -> None:
         "  shards: 1\n"
         "  burst: null\n"
         "  cost: 1\n"
+        "  counts: all\n"
         "  overrides: []\n"
         "- name: search\n"
         "  endpoint: api:search\n"
@@ -198,6 +201,7 @@ def test_yaml_dump_is_exact() -> None:
         "  shards: 1\n"
         "  burst: null\n"
         "  cost: 1\n"
+        "  counts: all\n"
         "  overrides: []\n"
     )
 
@@ -225,6 +229,7 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "shards": 1,
         "burst": None,
         "cost": 1,
+        "counts": "all",
         "overrides": [],
     }
 
@@ -293,6 +298,60 @@ def test_a_bad_burst_or_cost_in_a_file_is_named(fields: dict[str, Any], problem:
         plan_import([row(**fields)])
     assert problem in str(raised.value)
     assert not Policy.objects.exists()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_counts_and_a_concurrency_policy_go_out_and_back(fmt: str) -> None:
+    Policy.objects.create(name="login", endpoint="api:login", limit=5, window=60, counts="failures")
+    Policy.objects.create(
+        name="orders", endpoint="api:orders", limit=50, window=60, counts="successes"
+    )
+    Policy.objects.create(
+        name="pool", endpoint="api:export", algorithm="concurrency", limit=2, window=30
+    )
+    text = dump_policies(Policy.objects.all(), fmt)
+    document = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+    assert [r["counts"] for r in document["policies"]] == ["failures", "successes", "all"]
+    Policy.objects.all().delete()
+    apply_import(plan_import(parse_document(text, fmt, "backup")))
+    stored = Policy.objects.order_by("name").values_list("name", "algorithm", "counts")
+    assert list(stored) == [
+        ("login", "sliding_counter", "failures"),
+        ("orders", "sliding_counter", "successes"),
+        ("pool", "concurrency", "all"),
+    ]
+    assert dump_policies(Policy.objects.all(), fmt) == text
+
+
+def test_a_changed_counts_is_an_update_and_a_row_without_it_counts_all() -> None:
+    Policy.objects.create(**ROW, counts="failures")
+    (updated,) = plan_import([row(counts="successes")]).updated
+    assert (updated[0].counts, updated[1]) == ("successes", ["counts"])
+    # A file written before counts existed: the field takes its default, all.
+    (updated,) = plan_import([row()]).updated
+    assert (updated[0].counts, updated[1]) == ("all", ["counts"])
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"counts": "sometimes"}, "counts: Value 'sometimes' is not a valid choice."),
+        ({"counts": None}, "counts: must be a string, not null."),
+        ({"counts": True}, "counts: must be a string, not a boolean (true)."),
+        (
+            {"algorithm": "concurrency", "counts": "failures"},
+            "counts: A concurrency policy gives every slot back when the response is done: "
+            "choose all.",
+        ),
+    ],
+)
+def test_a_bad_counts_in_a_file_is_named(fields: dict[str, Any], problem: str) -> None:
+    Policy.objects.create(name="keep", endpoint="api:keep", limit=1, window=1, counts="failures")
+    before = snapshot()
+    assert problems_of([row(**fields), row(name="fine")], prune=True) == [
+        f"row 1 (login): {problem}"
+    ]
+    assert snapshot() == before
 
 
 def test_json_and_yaml_files_of_the_same_policies_read_the_same(varied: list[Policy]) -> None:
@@ -613,7 +672,8 @@ def test_plan_changes_property() -> None:
 def test_unknown_field_is_named_with_the_known_ones() -> None:
     assert problems_of([row(limt=5)]) == [
         "row 1 (login): unknown field(s) 'limt'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, overrides."
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
+        "overrides."
     ]
 
 
@@ -784,7 +844,8 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
     assert problems_of(rows, prune=True) == [
         "row 2 (keep): limit: Ensure this value is greater than or equal to 1.",
         "row 3 (bad-update): unknown field(s) 'colour'; the fields are name, endpoint, methods, "
-        "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, overrides.",
+        "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
+        "overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
         "global or header:<Name>.",

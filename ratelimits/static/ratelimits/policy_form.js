@@ -1,5 +1,6 @@
 // Keeps the policy form's memory estimate in step with the algorithm and limit fields.
-// The figures come from ratelimits/memory.py through the element's data-points attribute.
+// The figures come from ratelimits/tools/memory.py through the element's data-points
+// attribute.
 (function () {
   "use strict";
 
@@ -10,7 +11,7 @@
   }
 
   function bytesPerClient(points, algorithm, limit) {
-    var log = points.logs[algorithm];
+    var log = points.logs[algorithm] || (algorithm === "concurrency" ? points.leases : null);
     if (!log) return algorithm === "token_bucket" ? points.bucket : points.counter;
     if (limit <= log[0][0]) return log[0][1];
     for (var i = 1; i < log.length; i++) {
@@ -38,9 +39,11 @@
     box.append("About ");
     var strong = document.createElement("strong");
     strong.textContent = human(size);
+    var at = algorithm.value === "concurrency" ? " in progress at once)." : " per window).";
     box.append(strong, " of Redis memory per active client (" + algorithm.value + " at " +
-      limit + " per window).");
-    if (size > points.large) {
+      limit + at);
+    // Only a log has a smaller algorithm to suggest.
+    if (points.logs[algorithm.value] && size > points.large) {
       var warning = document.createElement("p");
       warning.className = "errornote ratelimits-memory-warning";
       var compact = bytesPerClient(points, "compact_log", limit);
