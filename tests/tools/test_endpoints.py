@@ -48,7 +48,7 @@ def test_ninja_operations_and_the_scopes_of_their_throttles():
     # URL names first, then scopes, each sorted.
     scopes = [s for s in values if "(scope=...)" in s.label]
     assert values[-len(scopes) :] == scopes
-    assert [s.value for s in scopes] == ["async-scoped", "batch", "routed", "scoped"]
+    assert [s.value for s in scopes] == ["async-scoped", "batch", "routed", "scoped", "status"]
     assert Suggestion("faces-ninja:plain", by_value["faces-ninja:plain"]) in values
 
 
