@@ -11,6 +11,9 @@ library's moving window and sliding-window counter (``hit()``). Two measures:
   (key names, the main and expires dicts, allocator rounding), read when the
   measuring connection is the server's only one.
 
+A ``concurrency`` client at its limit has ``limit`` requests in progress at once (its
+worst case; a lease is a sorted-set entry, as a ``sliding_log`` admission is).
+
 Memory does not vary between runs (same fills, same allocator), so each figure is one
 fill. Redis is flushed before each one.
 """
@@ -36,7 +39,14 @@ from ratelimits.tools import memory
 
 ALGORITHMS = [
     a
-    for a in ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "token_bucket")
+    for a in (
+        "sliding_log",
+        "compact_log",
+        "sliding_counter",
+        "fixed_window",
+        "token_bucket",
+        "concurrency",
+    )
     if a in keys.ALGORITHM_SUFFIX
 ]
 #: The ``limits`` strategies compared, by the label the tables use.
