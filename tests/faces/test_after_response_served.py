@@ -305,12 +305,15 @@ def held(name: str) -> int:
     return int(verdict.decisions[0].count)
 
 
-def wait_until(condition: Callable[[], bool], seconds: float, what: str) -> float:
-    """Poll ``condition`` until true (at most ``seconds``); returns the seconds it took."""
+def wait_until(
+    condition: Callable[[], bool], seconds: float, what: str, every: float = 0.01
+) -> float:
+    """Poll ``condition`` every ``every`` seconds until true (at most ``seconds``);
+    returns the seconds it took."""
     started = time.monotonic()
     while not condition():
         assert time.monotonic() - started < seconds, f"{what}: not within {seconds} s"
-        time.sleep(0.01)
+        time.sleep(every)
     return time.monotonic() - started
 
 
@@ -514,7 +517,7 @@ def test_failed_sign_ins_only_are_counted(served: Served, redis_client: redis.Re
     def signs_in() -> bool:
         return send(served.port, "/api/login/", method="POST", form=SIGN_IN).status == 200
 
-    wait_until(signs_in, window + 3.0, "a sign-in after the failures left the window")
+    wait_until(signs_in, window + 3.0, "a sign-in after the failures left the window", 0.1)
     assert time.monotonic() - started >= window - 0.25
     more = [send(served.port, "/api/login/", method="POST", form=SIGN_IN) for _ in range(5)]
     assert [a.status for a in more] == [200] * 5
@@ -683,4 +686,4 @@ def test_redis_down_gives_each_fail_mode_and_no_give_back_error_reaches_a_client
                 answer = send(served.port, f"/served/{slow}-closed/?s=0")
                 return answer.status == 200 and answer.policies == {closed}
 
-            wait_until(decided, 5.0, "Redis deciding again")
+            wait_until(decided, 5.0, "Redis deciding again", 0.1)
