@@ -17,6 +17,7 @@ DEMO_POLICIES = [
         "limit": 5,
         "window": 60,
         "key": "ip",
+        "counts": "failures",
         "fail_open": False,
     },
     {
@@ -52,6 +53,14 @@ DEMO_POLICIES = [
         "endpoint": "hello",
         "algorithm": "compact_log",
         "limit": 10,
+        "window": 60,
+        "key": "user_or_ip",
+    },
+    {
+        "name": "report",
+        "endpoint": "api:report",
+        "algorithm": "concurrency",
+        "limit": 2,
         "window": 60,
         "key": "user_or_ip",
     },

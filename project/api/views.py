@@ -1,7 +1,10 @@
 """The demo API. No view mentions a limit: the policies in the database do. (Except
 DrfAnonView, DRF's own throttle, kept for comparison.)"""
 
+import time
+
 from django.contrib.auth import authenticate
+from django.utils import timezone
 from rest_framework import permissions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +25,9 @@ class SearchView(APIView):
 
 
 class LoginView(APIView):
-    """POST /api/login/ with username and password; matched by its URL name, "api:login"."""
+    """POST /api/login/ with username and password; matched by its URL name, "api:login".
+
+    Its policy counts failures only: a wrong password (400) spends, a sign-in does not."""
 
     authentication_classes: list = []
 
@@ -49,6 +54,19 @@ class ItemsView(APIView):
 
     def get(self, request: Request) -> Response:
         return Response({"items": ITEMS})
+
+
+class ReportView(APIView):
+    """GET /api/report/: a report that takes about 300 ms to build; matched by its URL
+    name, "api:report", under a concurrency policy (requests in progress at once)."""
+
+    #: Seconds the report takes to build.
+    BUILD_SECONDS = 0.3
+
+    def get(self, request: Request) -> Response:
+        started = timezone.now()
+        time.sleep(self.BUILD_SECONDS)
+        return Response({"report": "items", "count": len(ITEMS), "built_at": started.isoformat()})
 
 
 class FiftyPerMinuteAnonThrottle(AnonRateThrottle):

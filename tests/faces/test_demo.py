@@ -1,5 +1,7 @@
-"""The demo's plain Django faces with the demo's own policies (``manage.py demo_setup``):
-Django's LoginView under ``signin`` and the async ``/hello/`` under ``hello``."""
+"""The demo's faces with the demo's own policies (``manage.py demo_setup``): Django's
+LoginView under ``signin``, the async ``/hello/`` under ``hello``, the DRF
+``/api/login/`` under ``login`` (failures only) and ``/api/report/`` under ``report``
+(concurrency)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,12 @@ import io
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from project.api.demo_policies import DEMO_POLICIES
+from ratelimits.engine.limiter import Check, decide, give_back
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
 
 pytestmark = pytest.mark.django_db
@@ -37,3 +42,64 @@ def test_the_async_hello_view_under_the_asgi_handler(async_client, demo_policies
     assert [r.status_code for r in responses] == [200] * 10 + [429]
     assert responses[0].json() == {"hello": "stranger"}
     assert responses[0]["RateLimit-Policy"] == '"hello";q=10;w=60'
+
+
+#: Credentials of the demo's POST /api/login/: none (a 400), and a user's.
+NO_CREDENTIALS: dict[str, str] = {}
+SIGN_IN = {"username": "reader", "password": "demo-password-1"}
+
+
+@pytest.fixture
+def reader(demo_policies) -> None:
+    User.objects.create_user(SIGN_IN["username"], password=SIGN_IN["password"])
+
+
+def test_the_api_login_answers_as_the_readme_shows(client, demo_policies):
+    """README: six POSTs without credentials answer 400 400 400 400 400 429, and the
+    next 429 carries Retry-After: 60 and the login policy's fields."""
+    statuses = [client.post("/api/login/", NO_CREDENTIALS).status_code for _ in range(6)]
+    assert statuses == [400] * 5 + [429]
+    denied = client.post("/api/login/", NO_CREDENTIALS)
+    assert denied.status_code == 429
+    assert denied["Retry-After"] == "60"
+    assert denied["RateLimit-Policy"] == '"login";q=5;w=60'
+    assert denied["RateLimit"] == '"login";r=0;t=60'
+
+
+def test_the_api_login_counts_failed_sign_ins_only(client, reader):
+    """login counts failures: a correct password never uses up the limit; once five
+    failures are spent, a correct password is denied too."""
+    wrong = {**SIGN_IN, "password": "wrong"}
+    assert [client.post("/api/login/", wrong).status_code for _ in range(4)] == [400] * 4
+    signed_in = [client.post("/api/login/", SIGN_IN) for _ in range(10)]
+    assert [r.status_code for r in signed_in] == [200] * 10
+    # Each sign-in was counted while in progress (4 failures and itself: r=0), and
+    # given back after its response.
+    assert {r["RateLimit"].partition(";t=")[0] for r in signed_in} == {'"login";r=0'}
+    assert client.post("/api/login/", wrong).status_code == 400  # the fifth failure
+    assert client.post("/api/login/", SIGN_IN).status_code == 429
+    assert client.post("/api/login/", wrong).status_code == 429
+    # Another address still signs in.
+    assert client.post("/api/login/", SIGN_IN, REMOTE_ADDR="198.51.100.4").status_code == 200
+
+
+def test_the_report_takes_two_at_once_per_client(client, demo_policies):
+    """report is a concurrency policy: two reports in progress at once per client; a
+    report done gives its slot back, so one after another never runs out."""
+    answers = [client.get("/api/report/") for _ in range(3)]
+    assert [r.status_code for r in answers] == [200] * 3
+    assert answers[0].json()["report"] == "items"
+    assert {r["RateLimit-Policy"] for r in answers} == {'"report";q=2;w=60'}
+    assert {r["RateLimit"] for r in answers} == {'"report";r=1;t=1'}
+
+    # Two reports of this client in progress (taken here, as two workers would).
+    report = CompiledPolicy.from_model(Policy.objects.get(name="report"))
+    held = [decide([Check(report, "ip:127.0.0.1")]) for _ in range(2)]
+    assert all(verdict.allowed for verdict in held)
+    denied = client.get("/api/report/")
+    assert denied.status_code == 429
+    assert denied["Retry-After"] == "1"
+    assert client.get("/api/report/", REMOTE_ADDR="198.51.100.4").status_code == 200
+    give_back(held[0].receipt, 200)  # one finishes
+    assert client.get("/api/report/").status_code == 200
+    give_back(held[1].receipt, 200)
