@@ -12,7 +12,7 @@ Redis round trip after it (only for requests that hold something).
 Which responses count is read from the status the faces saw: the middleware and the
 decorator note it with :func:`saw`, the DRF throttle reads its view's response. Under
 ASGI, a client that goes away while the view runs cancels the request before there is
-a response to close: :func:`went_away` gives the slots back at once.
+a response to close: :func:`went_away` gives the slots back once the view has stopped.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any
+
+from asgiref.sync import SyncToAsync
 
 from ratelimits.engine.limiter import give_back
 from ratelimits.engine.receipt import Receipt
@@ -91,12 +94,33 @@ def saw(request: Any, status: int) -> None:
 
 def went_away(request: Any) -> None:
     """The client left before a response (ASGI cancelled the request): give the slots
-    back now, on a thread, without waiting; units of counting policies stay spent."""
+    back without waiting; units of counting policies stay spent.
+
+    Cancelling stops an async view, but a sync view keeps running in the thread Django
+    gives the request's sync code (asgiref's executor for the request): the give-back
+    is queued on that thread, so it runs once the view has finished, not before.
+    """
     pending = _pending(request)
     if pending is None or pending.done:
         return
     pending.done = True
+    executor = _request_thread()
+    if executor is not None:
+        try:
+            executor.submit(_give_back_all, pending.receipts, None)
+            return
+        except RuntimeError:  # shut down already: nothing of the request runs there
+            pass
     asyncio.get_running_loop().run_in_executor(None, _give_back_all, pending.receipts, None)
+
+
+def _request_thread() -> Executor | None:
+    """The executor of this request's sync code under Django's ASGI handler (one thread
+    per request, as asgiref's ``ThreadSensitiveContext`` keeps it), if there is one."""
+    context = SyncToAsync.thread_sensitive_context.get(None)
+    if context is None:
+        return None
+    return SyncToAsync.context_to_thread_executor.get(context)
 
 
 def _pending(request: Any) -> _Pending | None:

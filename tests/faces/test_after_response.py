@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,11 +17,13 @@ from asgiref.sync import async_to_sync
 from django.core.handlers.asgi import ASGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
+from django.http import HttpResponse
 from django.test import override_settings
 from django.urls import path
 
 from ratelimits.conf import app_settings
 from ratelimits.decorators import ratelimit
+from ratelimits.engine.table import get_table
 from tests.faces.after_urls import in_flight
 from tests.helpers import create_policy
 
@@ -151,8 +155,9 @@ def test_without_a_seen_status_the_units_stay_spent_and_it_is_said(client, caplo
 
 def test_a_client_that_leaves_under_asgi_frees_its_slot():
     """ASGI cancels a request whose client disconnected before the response: there is no
-    response to close, and the middleware gives the slot back at once."""
-    started = asyncio.Event()
+    response to close, and the decorator (or the middleware) gives the slot back once
+    the cancelled async view has stopped."""
+    started = threading.Event()
 
     @ratelimit(scope="after")
     async def slow(request):
@@ -160,7 +165,32 @@ def test_a_client_that_leaves_under_asgi_frees_its_slot():
         await asyncio.sleep(30)
 
     create_policy("slots", "after", limit=1, window=60, algorithm="concurrency")
-    urls = type("urls", (), {"urlpatterns": [path("slow/", slow)]})
+    leave_mid_view(slow, started)
+    assert wait_for_no_slot_in_use()
+
+
+def test_a_sync_view_running_on_after_its_client_left_keeps_its_slot_until_it_ends():
+    """A sync view cannot be cancelled: its thread runs on after the client left, and its
+    slot must stay taken until it ends, or a next request would run beside it."""
+    started = threading.Event()
+    seen_at_the_end: list[int] = []
+
+    def slow(request):
+        started.set()
+        time.sleep(0.5)
+        seen_at_the_end.append(in_flight())
+        return HttpResponse("too late")
+
+    create_policy("slots", "slow", limit=1, window=60, algorithm="concurrency")
+    leave_mid_view(slow, started)
+    assert seen_at_the_end == [1]  # still held after the client had gone
+    assert wait_for_no_slot_in_use()
+
+
+def leave_mid_view(view: Callable[..., Any], started: threading.Event) -> None:
+    """Serve ``view`` at ``/slow/`` (URL name ``slow``) through Django's ASGI handler to a
+    client that disconnects once the view has started; return when the handler has."""
+    urls = type("urls", (), {"urlpatterns": [path("slow/", view, name="slow")]})
 
     async def scenario() -> None:
         sent = []
@@ -169,7 +199,7 @@ def test_a_client_that_leaves_under_asgi_frees_its_slot():
             if not sent:
                 sent.append(1)
                 return {"type": "http.request", "body": b"", "more_body": False}
-            await started.wait()
+            assert await asyncio.to_thread(started.wait, 5)
             assert await asyncio.to_thread(in_flight) == 1
             return {"type": "http.disconnect"}
 
@@ -193,15 +223,21 @@ def test_a_client_that_leaves_under_asgi_frees_its_slot():
         signal.disconnect(close_old_connections)
     try:
         with override_settings(ROOT_URLCONF=urls):
-            async_to_sync(scenario)()
+            get_table()  # built here, where the test's policies are visible
+            # A loop of its own, as a server runs: not under async_to_sync, whose calling
+            # thread would run the sync view instead of the request's own thread.
+            asyncio.run(scenario())
     finally:
         for signal in signals:
             signal.connect(close_old_connections)
-    for _ in range(100):  # given back on a thread, without holding the loop
-        if in_flight() == 0:
-            break
-        asyncio.run(asyncio.sleep(0.02))
-    assert in_flight() == 0
+
+
+def wait_for_no_slot_in_use(seconds: float = 2.0) -> bool:
+    """True once no slot is in use (given back on a thread), within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while in_flight() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return in_flight() == 0
 
 
 def _without_limiter() -> list[str]:

@@ -18,6 +18,7 @@ import http.client
 import itertools
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -407,6 +408,36 @@ def test_a_view_that_raises_gives_its_slot_back(
         assert running.result().status == 500
         took = wait_free(name)
         print(f"\n{served.kind} {view}: the slot came back {took * 1000:.1f} ms after", end="")
+
+
+@pytest.mark.parametrize("view", ["slow", "aslow"])
+def test_a_client_that_disconnects_gives_the_slot_back_once_the_view_ends(
+    served: Served, redis_client: redis.Redis, view: str
+) -> None:
+    """The client closes its connection while the view runs. A sync view runs on (a
+    thread cannot be cancelled, under either server), as does any view under WSGI, and
+    keeps its slot until it ends; an async view under uvicorn is cancelled, and its slot
+    comes back at once."""
+    runs_on = view == "slow" or served.kind == "gunicorn"
+    path = f"/served/{view}/"
+    (name,) = install(
+        served, redis_client, [concurrency(name_for("gone"), f"served:{view}", 1)], f"{path}?s=0"
+    )
+    for attempt in range(2):
+        tag = f"gone-{view}-{attempt}"
+        sock = socket.create_connection(("127.0.0.1", served.port), timeout=REQUEST_TIMEOUT)
+        sock.sendall(f"GET {path}?s=1&tag={tag} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        wait_until(lambda: in_view(redis_client, tag)[0] == 1, 5.0, "the view entered")  # noqa: B023
+        sock.close()  # the client goes away
+        if runs_on:
+            time.sleep(0.3)  # the server has seen the disconnect; the view runs on
+            assert in_view(redis_client, tag)[0] == 1
+            assert held(name) == 1  # still held while the view runs
+            assert send(served.port, f"{path}?s=0").status == 429
+            wait_until(lambda: in_view(redis_client, tag)[0] == 0, 5.0, "the view ended")  # noqa: B023
+        took = wait_free(name)
+        print(f"\n{served.kind} {view}: slot back {took * 1000:.1f} ms after", end="")
+        assert send(served.port, f"{path}?s=0").status == 200
 
 
 def test_a_streaming_response_holds_its_slot_until_its_last_chunk(
