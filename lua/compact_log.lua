@@ -125,6 +125,7 @@ ALGORITHMS.compact_log = {
     redis.call('SET', key, RING_START .. kept .. added, 'PX',
       ceil_div(window_us, 1000))
   end,
+
   -- The request's entries hold its time (or, after a clock step back, the newest time
   -- before it): the first entries at or after at_us with one value are removed. Were an
   -- older entry to hold a later time, it would go instead, and the newer one stay longer:

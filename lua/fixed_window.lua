@@ -45,6 +45,7 @@ ALGORITHMS.fixed_window = {
       redis.call('PEXPIRE', key, ceil_div(state.reset_us, 1000))
     end
   end,
+
   -- The request counted in the window of at_us; once that window ended, nothing is left.
   give_back = function(key, limit, window_us, at_us, mark, cost)
     local stored = redis.call('HMGET', key, 'w', 'c')

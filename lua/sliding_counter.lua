@@ -69,6 +69,7 @@ ALGORITHMS.sliding_counter = {
       redis.call('PEXPIRE', key, ceil_div((state.index + 2) * window_us - now_us, 1000))
     end
   end,
+
   -- The request counted in the window of at_us: the current one, or the previous one
   -- after a roll. An older window is gone already.
   give_back = function(key, limit, window_us, at_us, mark, cost)

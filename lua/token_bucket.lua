@@ -59,6 +59,7 @@ ALGORITHMS.token_bucket = {
     redis.call('SET', key, string.format('%.17g', state.tat), 'PX',
       math.max(1, math.ceil(state.ttl_us / 1000)))
   end,
+
   -- The units drain again: the TAT moves back by cost intervals, no earlier than now
   -- (a bucket that empties is deleted).
   give_back = function(key, limit, window_us, at_us, mark, cost, burst, now_us)
