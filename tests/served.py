@@ -68,7 +68,7 @@ def site_env(**extra: str) -> dict[str, str]:
     a fixture that depends on ``django_db_setup``) and Redis."""
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.site_settings",
         "DEMO_DB": connection.settings_dict["NAME"],  # the test database, once set up
         "REDIS_URL": os.environ["REDIS_URL"],
         "DJANGO_DEBUG": "0",
