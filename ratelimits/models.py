@@ -297,7 +297,10 @@ class PolicyOverride(models.Model):
         null=True,
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
-        help_text="Requests allowed per window for them (the policy's window). Blank if exempt.",
+        help_text=(
+            "Requests allowed per window for them (the policy's window); for a concurrency "
+            "policy, their requests in progress at once. Blank if exempt."
+        ),
     )
     exempt = models.BooleanField(default=False, help_text="Never limit them under this policy.")
     comment = models.CharField(max_length=200, blank=True, help_text="Why (a plan, a ticket).")
