@@ -66,6 +66,7 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
     pipe.exists(name.key)
     pipe.pttl(name.key)
     pipe.memory_usage(name.key)
+    pipe.type(name.key)
     if name.algorithm in ("sliding_log", "concurrency"):
         pipe.zrange(name.key, 0, -1, withscores=True)
     elif name.algorithm in ("compact_log", "token_bucket"):
@@ -74,36 +75,58 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
         pipe.hgetall(name.key)
     if check is not None:
         limiter.queue_peek([check], pipe)
-    replies = pipe.execute()
-    seconds, micros = replies[0]
-    now_us = int(seconds) * 1_000_000 + int(micros)
+    # A foreign value at the key (WRONGTYPE) comes back as an error reply, not an exception:
+    # the other replies still describe the key.
+    now, exists, pttl, memory, stored_type, state, *peek = pipe.execute(raise_on_error=False)
+    for reply in (now, exists, pttl, memory, stored_type):
+        if isinstance(reply, Exception):
+            raise reply
+    foreign = _foreign_type([state, *peek], stored_type.decode(), name.algorithm)
     decision = None
-    if check is not None:
-        decision = limiter.verdict_from([check], replies[5])[1].decisions[0]
+    if check is not None and not foreign:
+        decision = limiter.verdict_from([check], peek[0])[1].decisions[0]
     detail = KeyDetail(
         name=name,
-        exists=bool(replies[1]),
-        now_us=now_us,
-        ttl=replies[2] / 1000 if replies[2] >= 0 else None,
-        memory=replies[3],
+        exists=bool(exists),
+        now_us=int(now[0]) * 1_000_000 + int(now[1]),
+        ttl=pttl / 1000 if pttl >= 0 else None,
+        memory=memory,
         policy=policies.get(name.policy),
         decision=decision,
-        note=note,
+        note="; ".join(filter(None, [note, foreign])),
     )
+    if foreign:
+        return detail
     if name.algorithm == "sliding_log":
-        detail.entries.extend(int(score) for _, score in replies[4])
+        detail.entries.extend(int(score) for _, score in state)
     elif name.algorithm == "compact_log":
-        detail.entries.extend(ring_entries(replies[4]))
+        detail.entries.extend(ring_entries(state))
     elif name.algorithm == "concurrency":
-        detail.leases.extend(parse(replies[4]))
+        detail.leases.extend(parse(state))
     elif name.algorithm == "token_bucket":
-        if replies[4] is not None:  # the theoretical arrival time, in microseconds
-            detail.raw["tat"] = replies[4].decode()
-    elif replies[4]:
-        detail.raw.update((k.decode(), v.decode()) for k, v in replies[4].items())
+        if state is not None:  # the theoretical arrival time, in microseconds
+            detail.raw["tat"] = state.decode()
+    elif state:
+        detail.raw.update((k.decode(), v.decode()) for k, v in state.items())
         if check is not None:  # windows only mean something under the policy's settings
-            detail.windows.extend(_windows(name.algorithm, replies[4], detail.policy, now_us))
+            detail.windows.extend(_windows(name.algorithm, state, detail.policy, detail.now_us))
     return detail
+
+
+def _foreign_type(replies: list[object], stored_type: str, algorithm: str) -> str:
+    """A note when the key holds a value of a type ``algorithm`` does not store, else "".
+
+    Other error replies are raised: they mean Redis failed, not that the key is foreign.
+    """
+    errors = [r for r in replies if isinstance(r, Exception)]
+    if not errors:
+        return ""
+    if not all("WRONGTYPE" in str(e) for e in errors):
+        raise errors[0]
+    return (
+        f"the key holds a Redis {stored_type}, not what {algorithm} stores: "
+        "requests under it get the policy's fail mode until the key is deleted"
+    )
 
 
 def is_log(algorithm: str) -> bool:

@@ -905,6 +905,40 @@ def test_inspect_a_key_whose_policy_was_deleted(redis_client):
     )
 
 
+@pytest.mark.parametrize(
+    ("algorithm", "foreign"),
+    [
+        ("sliding_log", "string"),
+        ("compact_log", "hash"),
+        ("sliding_counter", "string"),
+        ("fixed_window", "list"),
+        ("token_bucket", "hash"),
+        ("concurrency", "string"),
+    ],
+)
+def test_inspect_a_key_holding_a_foreign_value(redis_client, algorithm, foreign):
+    policy = add_policy("login", algorithm=algorithm, limit=5, window=60)
+    key = policy.key_for(V4)
+    {
+        "string": lambda: redis_client.set(key, "x"),
+        "hash": lambda: redis_client.hset(key, "x", "1"),
+        "list": lambda: redis_client.rpush(key, "x"),
+    }[foreign]()
+    note = (
+        f"the key holds a Redis {foreign}, not what {algorithm} stores: "
+        "requests under it get the policy's fail mode until the key is deleted"
+    )
+    text = run("inspect", key)
+    assert f"note       {note}" in text.splitlines()
+    assert "count " not in text and "did not answer" not in text
+    record = run_json("inspect", key)
+    assert (record["exists"], record["note"], record["count"]) == (True, note, None)
+    # What the note says: the limiter answers such a key with the fail mode.
+    decision = limiter.decide([limiter.Check(policy, V4)]).decisions[0]
+    assert decision.failed
+    assert redis_client.type(key).decode() == foreign
+
+
 def test_inspect_refusals(redis_client):
     add_policy("login")
     for key in (
