@@ -121,12 +121,17 @@ def _foreign_type(replies: list[object], stored_type: str, algorithm: str) -> st
     errors = [r for r in replies if isinstance(r, Exception)]
     if not errors:
         return ""
-    if not all("WRONGTYPE" in str(e) for e in errors):
+    if not all(_is_foreign(str(e)) for e in errors):
         raise errors[0]
     return (
-        f"the key holds a Redis {stored_type}, not what {algorithm} stores: "
+        f"the key holds a Redis {stored_type} that {algorithm} cannot read: "
         "requests under it get the policy's fail mode until the key is deleted"
     )
+
+
+def _is_foreign(error: str) -> bool:
+    """Redis's wrong-type error, or the compact_log script's refusal of a bad ring."""
+    return error.startswith("WRONGTYPE") or "does not hold a compact_log ring" in error
 
 
 def is_log(algorithm: str) -> bool:

@@ -910,6 +910,7 @@ def test_inspect_a_key_whose_policy_was_deleted(redis_client):
     [
         ("sliding_log", "string"),
         ("compact_log", "hash"),
+        ("compact_log", "string"),  # not a ring: its script refuses it
         ("sliding_counter", "string"),
         ("fixed_window", "list"),
         ("token_bucket", "hash"),
@@ -920,12 +921,12 @@ def test_inspect_a_key_holding_a_foreign_value(redis_client, algorithm, foreign)
     policy = add_policy("login", algorithm=algorithm, limit=5, window=60)
     key = policy.key_for(V4)
     {
-        "string": lambda: redis_client.set(key, "x"),
+        "string": lambda: redis_client.set(key, "not a ring"),
         "hash": lambda: redis_client.hset(key, "x", "1"),
         "list": lambda: redis_client.rpush(key, "x"),
     }[foreign]()
     note = (
-        f"the key holds a Redis {foreign}, not what {algorithm} stores: "
+        f"the key holds a Redis {foreign} that {algorithm} cannot read: "
         "requests under it get the policy's fail mode until the key is deleted"
     )
     text = run("inspect", key)
