@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import os
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -75,6 +76,41 @@ def site_env(**extra: str) -> dict[str, str]:
         "RATELIMITS_NUM_PROXIES": "0",
         **extra,
     }
+
+
+def gunicorn_command(port: int, workers: int, *options: str) -> list[str]:
+    """``gunicorn project.wsgi:application`` with ``workers`` on ``127.0.0.1:port``, then
+    ``options`` (``--worker-class``, ``--threads``)."""
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "project.wsgi:application",
+        "--workers",
+        str(workers),
+        *options,
+        "--bind",
+        f"127.0.0.1:{port}",
+    ]
+
+
+def uvicorn_command(port: int, workers: int) -> list[str]:
+    """``uvicorn project.asgi:application`` with ``workers`` on ``127.0.0.1:port``, quiet."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "project.asgi:application",
+        "--workers",
+        str(workers),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    ]
 
 
 @contextmanager

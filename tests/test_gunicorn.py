@@ -8,7 +8,6 @@ setup for comparison; it over-admits, and only "at least 50" is asserted about i
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 
@@ -25,6 +24,7 @@ from tests.served import (
     Site,
     announce_new_version,
     fire,
+    gunicorn_command,
     serve,
     site_env,
     statuses,
@@ -46,18 +46,7 @@ def site(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """``gunicorn project.wsgi`` on a free port of 127.0.0.1, on the tests' database and Redis."""
     port = free_port()
     log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
-    command = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "project.wsgi:application",
-        "--workers",
-        str(WORKERS),
-        "--worker-class",
-        "sync",
-        "--bind",
-        f"127.0.0.1:{port}",
-    ]
+    command = gunicorn_command(port, WORKERS, "--worker-class", "sync")
     with serve(command, port, log, site_env(), "gunicorn") as site:
         yield site
 

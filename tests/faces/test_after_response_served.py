@@ -19,7 +19,6 @@ import itertools
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections import Counter
@@ -43,7 +42,14 @@ from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer, free_port
 from ratelimits.tools import inventory
 from tests.faces.served_site import track_keys
-from tests.served import Site, announce_new_version, serve, site_env
+from tests.served import (
+    Site,
+    announce_new_version,
+    gunicorn_command,
+    serve,
+    site_env,
+    uvicorn_command,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -89,35 +95,10 @@ class Served:
 
 def command(kind: str, port: int) -> list[str]:
     if kind == "gunicorn":
-        return [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "project.wsgi:application",
-            "--workers",
-            str(WORKERS),
-            "--worker-class",
-            "gthread",
-            "--threads",
-            str(THREADS),
-            "--bind",
-            f"127.0.0.1:{port}",
-        ]
-    return [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "project.asgi:application",
-        "--workers",
-        str(WORKERS),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--no-access-log",
-        "--log-level",
-        "warning",
-    ]
+        return gunicorn_command(
+            port, WORKERS, "--worker-class", "gthread", "--threads", str(THREADS)
+        )
+    return uvicorn_command(port, WORKERS)
 
 
 @contextmanager

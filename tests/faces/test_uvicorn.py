@@ -14,7 +14,6 @@ decided there.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from tests.served import (
     serve,
     site_env,
     statuses,
+    uvicorn_command,
     wait_for_policy,
 )
 
@@ -63,23 +63,8 @@ def site(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
     where = tmp_path_factory.mktemp("uvicorn")
     metrics = where / "metrics"
     metrics.mkdir()
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "project.asgi:application",
-        "--workers",
-        str(WORKERS),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--no-access-log",
-        "--log-level",
-        "warning",
-    ]
     env = site_env(PROMETHEUS_MULTIPROC_DIR=str(metrics))
-    with serve(command, port, where / "uvicorn.log", env, "uvicorn") as site:
+    with serve(uvicorn_command(port, WORKERS), port, where / "uvicorn.log", env, "uvicorn") as site:
         yield site
 
 
