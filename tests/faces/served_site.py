@@ -77,6 +77,20 @@ def _arguments(request: HttpRequest) -> tuple[str, float]:
     return request.GET.get("tag", "slow"), float(request.GET.get("s", "1"))
 
 
+def _stay(request: HttpRequest) -> str:
+    """Counts this request into its tag, sleeps ``s`` seconds in the view, counts it out;
+    returns the tag."""
+    tag, seconds = _arguments(request)
+    keys = track_keys(tag)
+    client = _tracker()
+    client.eval(_ENTER, 3, *keys, os.getpid())
+    try:
+        time.sleep(seconds)
+    finally:
+        client.decr(keys[0])
+    return tag
+
+
 def served_by(get_response: Callable[[HttpRequest], Any]) -> Callable[[HttpRequest], Any]:
     """Middleware (outermost): ``X-Served-By: <pid>`` on every response."""
     pid = str(os.getpid())
@@ -103,14 +117,7 @@ served_by.async_capable = True  # type: ignore[attr-defined]
 
 def slow(request: HttpRequest) -> JsonResponse:
     """``GET /served/slow/?s=SECONDS&tag=TAG``: counts itself in, sleeps, counts out."""
-    tag, seconds = _arguments(request)
-    keys = track_keys(tag)
-    client = _tracker()
-    client.eval(_ENTER, 3, *keys, os.getpid())
-    try:
-        time.sleep(seconds)
-    finally:
-        client.decr(keys[0])
+    tag = _stay(request)
     return JsonResponse({"pid": os.getpid(), "tag": tag})
 
 
@@ -130,14 +137,7 @@ async def aslow(request: HttpRequest) -> JsonResponse:
 def raises(request: HttpRequest) -> HttpResponse:
     """``GET /served/raises/?s=SECONDS``: in the view for ``s`` seconds, then raises
     (Django answers 500)."""
-    tag, seconds = _arguments(request)
-    keys = track_keys(tag)
-    client = _tracker()
-    client.eval(_ENTER, 3, *keys, os.getpid())
-    try:
-        time.sleep(seconds)
-    finally:
-        client.decr(keys[0])
+    _stay(request)
     raise RuntimeError("served: the view raised, as asked")
 
 
@@ -146,14 +146,7 @@ class ApiRaises(APIView):
     (Django answers 500; DRF's view keeps no response)."""
 
     def get(self, request: Request) -> Response:
-        tag, seconds = _arguments(request)
-        keys = track_keys(tag)
-        client = _tracker()
-        client.eval(_ENTER, 3, *keys, os.getpid())
-        try:
-            time.sleep(seconds)
-        finally:
-            client.decr(keys[0])
+        _stay(request)
         raise RuntimeError("served: the DRF view raised, as asked")
 
 
