@@ -363,11 +363,16 @@ class PolicyOverride(models.Model):
     def rate_display(self) -> str:
         """``"exempt"``, ``"50 per 60 s"``, or for a concurrency policy ``"3 at once, lease
         60 s"``."""
+        if self.policy_id is None and not self.exempt:
+            return f"{self.limit} per ? s"
+        return self.rate_under(self.policy)
+
+    def rate_under(self, policy: Policy) -> str:
+        """:attr:`rate_display` at ``policy``'s window and algorithm (an import's version
+        of this override's policy, say)."""
         if self.exempt:
             return "exempt"
-        if self.policy_id is None:
-            return f"{self.limit} per ? s"
-        return describe_rate(self.limit, self.policy.window, self.policy.algorithm)
+        return describe_rate(self.limit, policy.window, policy.algorithm)
 
     def normalize(self) -> None:
         """Store the identity in its matched form: addresses normalised, API keys hashed.

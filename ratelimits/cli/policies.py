@@ -11,7 +11,6 @@ from django.db.models import Count
 
 from ratelimits.cli import output
 from ratelimits.cli.prompt import confirm
-from ratelimits.engine.policy import describe_rate
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools import policy_io
 
@@ -193,12 +192,7 @@ def _override_text(override: PolicyOverride, policy: Policy) -> str:
     """``user alice: 100 per 60 s``, ``API key (hashed 1a2b3c4d…): exempt``: who, and the
     rate at the policy's window as the file has it (never a secret: only hashes exist);
     for a concurrency policy ``3 at once, lease 60 s``."""
-    rate = (
-        "exempt"
-        if override.exempt
-        else describe_rate(override.limit, policy.window, policy.algorithm)
-    )
-    return f"{override.target_display}: {rate}"
+    return f"{override.target_display}: {override.rate_under(policy)}"
 
 
 def _format(path: str | None, explicit: str | None) -> str:
