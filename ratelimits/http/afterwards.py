@@ -58,8 +58,7 @@ class _Pending:
             status = self.status_of()
         if status is None:
             _warn_unseen(self.receipts)
-        for receipt in self.receipts:
-            give_back(receipt, status)
+        _give_back_all(self.receipts, status)
 
 
 def hold(request: Any, receipt: Receipt, status_of: Callable[[], int] | None = None) -> None:
