@@ -149,12 +149,10 @@ class _Request:
         """The fail verdict after ``error``; errors that are not Redis's are raised."""
         if isinstance(error, _ServerFailed):
             cause = error.error
-            if isinstance(cause, redis.ResponseError) and not isinstance(
-                cause, (redis.exceptions.ReadOnlyError, redis.exceptions.ClusterDownError)
-            ):  # the script failed on these keys (say, a foreign value): not an outage
-                logger.error("ratelimits: the decide script failed for %s: %s", error.key, cause)
-            else:  # unreachable, slow, a replica after a failover, a cluster without the slot
+            if _is_outage(cause):
                 error.guard.failure(cause)
+            else:
+                logger.error("ratelimits: the decide script failed for %s: %s", error.key, cause)
         elif isinstance(error, ConfigurationError):
             breakers.breaker.failure(error)
         elif not isinstance(error, _BreakerOpen):
@@ -283,6 +281,15 @@ def _slot_groups(client: Client, checks: Sequence[Check]) -> list[list[int]]:
     return list(by_slot.values())
 
 
+def _is_outage(error: Exception) -> bool:
+    """True when ``error`` says the server cannot decide (unreachable, slow, a replica
+    after a failover, a cluster without the slot), which its breaker counts; False when
+    the script failed on these keys (say, a foreign value)."""
+    return not isinstance(error, redis.ResponseError) or isinstance(
+        error, (redis.exceptions.ReadOnlyError, redis.exceptions.ClusterDownError)
+    )
+
+
 def _guard(checks: Sequence[Check], client: Client) -> breakers.CircuitBreaker:
     """The circuit breaker of the server the call for ``checks`` goes to; raises
     :class:`_BreakerOpen` when it skips that server."""
@@ -333,12 +340,8 @@ def _run(checks: Sequence[Check], client: Any, *, record: bool, now: float | Non
         return caller.for_pool(client.connection_pool).call(call)  # type: ignore[no-any-return]
     keys = [check.key for check in checks]
     if connection.is_cluster(client):
-        node = connection.node_client(client, keys[0])
         call = decide_call(checks, record=record, now=now, keys=keys)
-        try:
-            return caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
-        except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
-            return _run_redirected(client, keys, _arguments(checks, record, now))
+        return _send(client, keys, call, lambda: _arguments(checks, record, now))
     # A pipeline (tools): redis-py's script object loads the script when it runs.
     script = _decide_script(client)
     return script(keys=keys, args=_arguments(checks, record, now), client=client)  # type: ignore[no-any-return]
@@ -360,6 +363,23 @@ async def _arun(
         # A moving slot is rare: redis-py's sync cluster client follows it, off the loop.
         args = _arguments(checks, record, now)
         return await asyncio.to_thread(_run_redirected, client, keys, args)
+
+
+def _send(
+    client: Client,
+    keys: list[str],
+    call: commands.DecideCall,
+    arguments: Callable[[], list[str]],
+) -> list[int]:
+    """``call`` for ``keys`` (one hash slot) on the server that holds them; on a cluster
+    whose slot is moving, through :func:`_run_redirected` with ``arguments()``."""
+    if not connection.is_cluster(client):
+        return caller.for_pool(client.connection_pool).call(call)  # type: ignore[no-any-return]
+    node = connection.node_client(client, keys[0])
+    try:
+        return caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
+    except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
+        return _run_redirected(client, keys, arguments())  # type: ignore[no-any-return]
 
 
 def _run_redirected(client: Client, keys: list[str], args: list[str]) -> Any:
@@ -417,16 +437,9 @@ def _give_back_group(receipt: Receipt, group: list[int], client: Client) -> None
     call = commands.decide_call(keys, bulk_strings(args), len(args))
     guard = _guard(checks, client)
     try:
-        if not connection.is_cluster(client):
-            caller.for_pool(client.connection_pool).call(call)
-        else:
-            node = connection.node_client(client, keys[0])
-            try:
-                caller.for_pool(node.connection_pool).call(call)
-            except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
-                _run_redirected(client, keys, args)
+        _send(client, keys, call, lambda: args)
     except connection.REDIS_ERRORS as error:
-        if not isinstance(error, redis.ResponseError):
+        if _is_outage(error):
             guard.failure(error)
         raise
     guard.success()
