@@ -53,15 +53,18 @@ class Caller:
         """Send ``call`` and read its reply, recovering a missing code. Any failure but
         an error reply closes the connection: a reply left unread must never answer the
         next call."""
+        # The mode is read once: the recovery must judge the error by the command this
+        # call sent, not by one another thread switched to meanwhile.
+        mode = self.mode
         try:
             if not connection.is_connected:
                 connection.connect()  # through Sentinel, when the pool uses it
-            connection.send_packed_command((commands.packed(self.mode, call),), check_health=False)
+            connection.send_packed_command((commands.packed(mode, call),), check_health=False)
             try:
                 return connection.read_response()
             except redis.ResponseError as error:
-                reply, mode = _drive(connection, commands.recover(call, self.mode, error))
-                self.switch_mode(mode, error)
+                reply, found = _drive(connection, commands.recover(call, mode, error))
+                self.switch_mode(found, error)
                 return reply
         except redis.ResponseError:
             raise  # read whole: the connection is clean

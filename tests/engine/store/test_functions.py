@@ -6,7 +6,9 @@ the async one (one event loop per test, so connections are held across requests)
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -194,3 +196,37 @@ def test_the_reply_admits_past_a_denying_policy_only_in_shadow(
     again = client.eval(source, policies, *keys, *arguments)
     assert again[0] == admitted
     assert [again[2 + 6 * i] for i in range(policies)] == [0] * policies  # each denies
+
+
+def test_without_functions_racing_first_calls_are_all_decided_by_redis(on_redis_6):
+    """Many requests that meet a fresh server without Functions at once: each finds out
+    on its own (some after another has switched the server to the script), and every one
+    is decided by Redis, never by the fail mode. Repeated on fresh state, since the race
+    is in the first calls only."""
+    checked = policy("sliding_log", 1000, 3600, name="items")
+    racers = 16
+
+    def first_calls() -> list[Decision]:
+        checks = [Check(checked, "ip:203.0.113.7")]
+        if _decide is limiter.decide:
+            start = threading.Barrier(racers)
+
+            def one(_: int) -> Decision:
+                start.wait()
+                return limiter.decide(checks).decisions[0]
+
+            with ThreadPoolExecutor(racers) as pool:
+                return list(pool.map(one, range(racers)))
+
+        async def together() -> list[Verdict]:
+            return await asyncio.gather(*(limiter.adecide(checks) for _ in range(racers)))
+
+        return [verdict.decisions[0] for verdict in asyncio.run(together())]
+
+    for _ in range(20):
+        on_redis_6.flushall()
+        on_redis_6.script_flush()
+        reset_state()
+        found = first_calls()
+        assert [d.failed for d in found] == [False] * racers
+        assert sorted(d.remaining for d in found) == list(range(1000 - racers, 1000))
