@@ -1,11 +1,14 @@
 """Settings of the demo site (``make demo``) and of the test suite.
 
 ``REDIS_URL`` (environment) points at the Redis server; ``make demo`` starts an embedded
-one and sets it when it is unset. ``DEMO_DB`` sets the SQLite file.
+one and sets it when it is unset. ``DATABASE_URL`` (``postgresql://...``) picks another
+database; without it ``DEMO_DB`` sets the SQLite file (``project/database.py``).
 """
 
 import os
 from pathlib import Path
+
+from project.database import from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -56,10 +59,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("DEMO_DB", str(BASE_DIR / ".demo" / "db.sqlite3")),
-    }
+    "default": from_url(
+        os.environ.get("DATABASE_URL")
+        or "sqlite:///" + os.environ.get("DEMO_DB", str(BASE_DIR / ".demo" / "db.sqlite3"))
+    )
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -1,4 +1,6 @@
-"""The test run starts its own redis-server on a free port and flushes it between tests.
+"""The test run starts its own redis-server on a free port and flushes it between tests;
+with ``RATELIMITS_TEST_DATABASE=postgresql`` it starts a PostgreSQL server too
+(:mod:`tests.postgres`) and runs on it instead of SQLite.
 
 Test modules that set ``pytestmark = pytest.mark.usefixtures("backend")`` run twice:
 against that server and against a local 3-primary Redis Cluster, started once on first
@@ -15,20 +17,28 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ratelimits.testutils import RedisClusterServers, RedisServer, reset_state
+from tests.postgres import PostgresServer
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 _server: RedisServer | None = None
 _cluster: RedisClusterServers | None = None
+_postgres: PostgresServer | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _server
-    _server = RedisServer().start()
-    os.environ["REDIS_URL"] = _server.url
+    global _server, _postgres
     from django.conf import settings
 
+    database = os.environ.get("RATELIMITS_TEST_DATABASE", "sqlite")
+    if database == "postgresql":
+        _postgres = PostgresServer().start()
+        settings.DATABASES["default"] = _postgres.settings
+    elif database != "sqlite":
+        raise pytest.UsageError(f"RATELIMITS_TEST_DATABASE={database!r}: sqlite or postgresql")
+    _server = RedisServer().start()
+    os.environ["REDIS_URL"] = _server.url
     settings.CACHES["default"]["LOCATION"] = _server.url
 
 
@@ -37,13 +47,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _server.stop()
     if _cluster is not None:
         _cluster.stop()
+    if _postgres is not None:
+        _postgres.stop()
 
 
-def pytest_report_header(config: pytest.Config) -> str:
+def pytest_report_header(config: pytest.Config) -> list[str]:
     if _server is None:
-        return "redis-server: not started"
+        return ["redis-server: not started"]
     version = _server.client().info("server")["redis_version"]
-    return f"redis-server {version}: {_server.binary} on port {_server.port}"
+    database = _postgres.version() if _postgres is not None else "SQLite (a file)"
+    return [
+        f"redis-server {version}: {_server.binary} on port {_server.port}",
+        f"database: {database}",
+    ]
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from django.db import connection as db_connection
 from django.test import Client
 from redis.sentinel import MasterNotFoundError, Sentinel
 
+from project.database import url_of
 from ratelimits.engine import keys, limiter
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.identity import header_identity, meta_key
@@ -374,7 +375,7 @@ def item_statuses(client: Any, ip: str, n: int) -> list[int]:
 def start_worker(*args: str) -> subprocess.Popen[str]:
     """Another web worker of the same site, as a process: ``python -m tests.worker ARGS``
     on the test database (see ``tests/worker.py``)."""
-    env = {**os.environ, "DEMO_DB": db_connection.settings_dict["NAME"]}
+    env = {**os.environ, "DATABASE_URL": url_of(db_connection.settings_dict)}
     return subprocess.Popen(
         [sys.executable, "-m", "tests.worker", *args],
         cwd=ROOT,

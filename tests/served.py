@@ -25,6 +25,7 @@ import pytest
 import redis
 from django.db import connection
 
+from project.database import url_of
 from ratelimits.conf import app_settings
 from ratelimits.engine import keys
 from ratelimits.testutils import stop_process
@@ -70,7 +71,7 @@ def site_env(**extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.site_settings",
-        "DEMO_DB": connection.settings_dict["NAME"],  # the test database, once set up
+        "DATABASE_URL": url_of(connection.settings_dict),  # the test database, once set up
         "REDIS_URL": os.environ["REDIS_URL"],
         "DJANGO_DEBUG": "0",
         "RATELIMITS_NUM_PROXIES": "0",

@@ -1,8 +1,9 @@
 """Test settings: the demo project's, with a file SQLite test database.
 
 The database is a file (not ``:memory:``) so that tests can start other processes that
-read the same committed rows. The Redis URL is set by ``tests/conftest.py``, which starts
-the server.
+read the same committed rows. With ``RATELIMITS_TEST_DATABASE=postgresql``,
+``tests/conftest.py`` starts a PostgreSQL server and points ``default`` at it instead. The
+Redis URL is set by ``tests/conftest.py`` too, which starts the server.
 """
 
 import os

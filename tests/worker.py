@@ -1,6 +1,6 @@
 """A separate worker process for the tests: ``python -m tests.worker MODE ...``.
 
-It sets up the demo project against the database file in ``DEMO_DB`` and the Redis in
+It sets up the demo project against the database in ``DATABASE_URL`` and the Redis in
 ``REDIS_URL``, as another web worker of the same site would.
 
 - ``watch NAME SECONDS [USERNAME]``: print ``<limit>`` each time this process's policy

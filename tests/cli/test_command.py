@@ -1349,7 +1349,7 @@ def test_unreachable_redis_exits_1_without_a_traceback(tmp_path):
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DEMO_DB": str(tmp_path / "db.sqlite3"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "REDIS_URL": f"redis://127.0.0.1:{port}/0",
     }
 
