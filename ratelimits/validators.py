@@ -22,7 +22,10 @@ HEADER_NAME_PATTERN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}"
 KEY_PATTERN = rf"^({'|'.join(KEY_KINDS)}|header:{HEADER_NAME_PATTERN})\Z"
 METHOD_ALTERNATIVES = "|".join(HTTP_METHODS)
 METHODS_PATTERN = rf"^(({METHOD_ALTERNATIVES})(,({METHOD_ALTERNATIVES}))*)?\Z"
-ENDPOINT_PATTERN = r"^[^\s]+\Z"
+#: Whitespace as Python's ``\s`` knows it, spelled out: the constraint must refuse what the
+#: form refuses, and a database's own ``\s`` may know less (PostgreSQL's misses U+00A0).
+WHITESPACE = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+ENDPOINT_PATTERN = "^[^" + WHITESPACE + "]+" + r"\Z"
 NAME_PATTERN = r"^[-a-zA-Z0-9_]+\Z"
 
 _KEY_RE = re.compile(KEY_PATTERN)

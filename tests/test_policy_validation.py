@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from ratelimits.models import Policy
 from ratelimits.validators import MAX_WINDOW
@@ -167,9 +168,33 @@ def test_the_database_refuses_what_clean_refuses(
 ) -> None:
     with pytest.raises(IntegrityError) as raised, transaction.atomic():
         Policy.objects.create(**{**GOOD, **overrides})
-    if connection.vendor == "sqlite":
-        assert constraint in str(raised.value)
+    assert constraint in str(raised.value)  # SQLite and PostgreSQL both name it
     assert not Policy.objects.exists()
+
+
+#: Every character Python's ``\s`` matches, which the form refuses in an endpoint.
+PYTHON_WHITESPACE = [chr(c) for c in range(0x110000) if re.match(r"\s", chr(c))]
+
+
+@pytest.mark.parametrize("space", PYTHON_WHITESPACE, ids=lambda c: f"U+{ord(c):04X}")
+def test_the_database_refuses_every_space_the_form_refuses(space: str) -> None:
+    r"""On every database: PostgreSQL's regex ``\s`` alone misses U+00A0 and others."""
+    endpoint = f"api{space}search"
+    assert "endpoint" in clean_errors(make(endpoint=endpoint))
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Policy.objects.create(**{**GOOD, "endpoint": endpoint})
+    policy = Policy.objects.create(**GOOD)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Policy.objects.filter(pk=policy.pk).update(endpoint=endpoint)
+    assert Policy.objects.get(pk=policy.pk).endpoint == "api:search"
+
+
+@pytest.mark.parametrize("endpoint", ["/café/*", "api·search", "/api/\u200bsearch/"])
+def test_the_database_stores_endpoints_without_spaces(endpoint: str) -> None:
+    """The control: other characters outside ASCII are no spaces, on either side."""
+    assert "endpoint" not in clean_errors(make(endpoint=endpoint))
+    Policy.objects.create(**{**GOOD, "endpoint": endpoint})
+    assert Policy.objects.get(name=GOOD["name"]).endpoint == endpoint
 
 
 def test_the_good_policy_is_stored() -> None:
