@@ -1,3 +1,5 @@
+from importlib.util import find_spec
+
 from django.apps import AppConfig
 
 
@@ -9,15 +11,17 @@ class RateLimitsConfig(AppConfig):
 
     def ready(self) -> None:
         """Register the checks, load the policy table from the database, announce policy
-        changes, and count decisions for Prometheus."""
+        changes, and count decisions for Prometheus (with the ``prometheus`` extra)."""
         from ratelimits import (
             checks,  # noqa: F401 - registers the system checks
             policy_source,
-            prometheus,
             receivers,
         )
         from ratelimits.engine import reporting, table
 
         table.set_source(policy_source.load, release=policy_source.close_connections)
         receivers.connect()
-        reporting.add_observer(prometheus.observe)
+        if find_spec("prometheus_client") is not None:
+            from ratelimits import prometheus
+
+            reporting.add_observer(prometheus.observe)

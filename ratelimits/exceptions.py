@@ -24,3 +24,14 @@ class Throttled(RateLimitsError):
         super().__init__(f"Too many requests: try again in {retry_after} seconds.")
         self.verdict = verdict
         self.retry_after = retry_after
+
+
+class MissingExtra(RateLimitsError, ImportError):
+    """A feature needs a package that only one of the distribution's extras installs."""
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        super().__init__(
+            f"{feature} needs {package}, which is not installed: "
+            f'pip install "django-ratelimits[{extra}]"'
+        )
+        self.extra = extra

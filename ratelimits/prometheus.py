@@ -25,15 +25,21 @@ from typing import Any, TypeVar
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-    multiprocess,
-)
+
+from ratelimits.exceptions import MissingExtra
+
+try:
+    from prometheus_client import (
+        CONTENT_TYPE_LATEST,
+        REGISTRY,
+        CollectorRegistry,
+        Counter,
+        Histogram,
+        generate_latest,
+        multiprocess,
+    )
+except ImportError as missing:
+    raise MissingExtra("Prometheus metrics", "prometheus-client", "prometheus") from missing
 
 from ratelimits.engine.decision import Outcomes, Verdict, outcomes
 from ratelimits.engine.reporting import SOURCES

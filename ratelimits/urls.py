@@ -1,9 +1,20 @@
 """URLs of the app: ``path("ratelimits/", include("ratelimits.urls"))`` serves
-``ratelimits/metrics/`` (Prometheus)."""
+``ratelimits/metrics/`` (Prometheus, with the ``prometheus`` extra)."""
 
+from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
-from ratelimits.prometheus import metrics_view
+from ratelimits.exceptions import MissingExtra
+
+try:
+    from ratelimits.prometheus import metrics_view
+except MissingExtra as missing:
+    _missing = str(missing)
+
+    def metrics_view(request: HttpRequest) -> HttpResponse:
+        """Without prometheus-client: a 501 that names the extra to install."""
+        return HttpResponse(_missing, status=501, content_type="text/plain; charset=utf-8")
+
 
 app_name = "ratelimits"
 

@@ -1,11 +1,16 @@
-"""The wheel carries everything the app loads at run time: Lua scripts, migrations, py.typed."""
+"""The distribution ``django-ratelimits``: the wheel builds without warnings, carries
+everything the app loads at run time (Lua scripts, migrations, py.typed) and says what it
+needs. The project test that installs it is ``tests/test_fresh_project.py``."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
+from email.message import Message
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -52,14 +57,26 @@ def build_outputs() -> set[str]:
     return {p.name for p in REPO.iterdir() if p.name == "build" or p.name.endswith(".egg-info")}
 
 
-@pytest.mark.slow
-def test_the_wheel_carries_the_package_data(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Built:
+    """The wheel the build made, and what the build printed."""
+
+    wheel: Path
+    output: str
+
+
+def build_wheel(folder: Path) -> Built:
+    """Build the wheel from a copy of the sources in ``folder`` (no build isolation: the
+    build tools are the test environment's)."""
     before = build_outputs()
-    source = copy_sources(tmp_path / "src")
-    out = tmp_path / "dist"
+    source = copy_sources(folder / "src")
+    out = folder / "dist"
+    # Byte-compiling disabled is a warning of the environment, not of the configuration.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     result = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), "."],
         cwd=source,
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -67,27 +84,62 @@ def test_the_wheel_carries_the_package_data(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert build_outputs() == before, "the build wrote into the repository"
-
     wheels = list(out.glob("*.whl"))
     assert len(wheels) == 1, wheels
-    wheel = wheels[0]
-    assert wheel.name.startswith(f"ratelimits-{ratelimits.__version__}-")
+    return Built(wheels[0], result.stdout + result.stderr)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+DIST_INFO = f"django_ratelimits-{ratelimits.__version__}.dist-info"
+
+
+def metadata(wheel: Path) -> Message:
+    with zipfile.ZipFile(wheel) as archive:
+        return HeaderParser().parsestr(archive.read(f"{DIST_INFO}/METADATA").decode("utf-8"))
+
+
+@pytest.mark.slow
+def test_the_wheel_builds_without_warnings(built: Built) -> None:
+    warnings = [line for line in built.output.splitlines() if "warning" in line.lower()]
+    assert warnings == []
+
+
+@pytest.mark.slow
+def test_the_distribution_is_django_ratelimits_with_extras(built: Built) -> None:
+    assert built.wheel.name.startswith(f"django_ratelimits-{ratelimits.__version__}-")
+    meta = metadata(built.wheel)
+    assert meta["Name"] == "django-ratelimits"
+    assert meta["Version"] == ratelimits.__version__
+    assert set(meta.get_all("Provides-Extra")) == {"ninja", "prometheus", "yaml", "hiredis"}
+    required = [r for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
+    assert sorted(r.split(">")[0].split("<")[0] for r in required) == [
+        "Django",
+        "django-redis",
+        "djangorestframework",
+        "redis",
+    ]
+    assert "Django>=5.2" in required
+    django_versions = [
+        c for c in meta.get_all("Classifier") if c.startswith("Framework :: Django ::")
+    ]
+    assert django_versions == ["Framework :: Django :: 5.2"]
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_package_data(built: Built, tmp_path: Path) -> None:
+    wheel = built.wheel
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         missing = [name for name in EXPECTED if name not in names]
         assert missing == [], sorted(names)
-        meta_name = f"ratelimits-{ratelimits.__version__}.dist-info/METADATA"
-        assert meta_name in names, sorted(names)
-        meta = HeaderParser().parsestr(archive.read(meta_name).decode("utf-8"))
         decide = archive.read("ratelimits/lua/decide.lua").decode("utf-8")
-    assert meta["Name"] == "ratelimits"
-    assert meta["Version"] == ratelimits.__version__
     assert decide == (REPO / "lua" / "decide.lua").read_text(encoding="utf-8")
     # Only the package: no tests, demo project or benchmarks.
-    assert {name.split("/")[0] for name in names} == {
-        "ratelimits",
-        f"ratelimits-{ratelimits.__version__}.dist-info",
-    }
+    assert {name.split("/")[0] for name in names} == {"ratelimits", DIST_INFO}
 
     # The installed package finds its scripts (ratelimits.lua is a namespace package there).
     site = tmp_path / "site"

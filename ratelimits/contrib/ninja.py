@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 
 from django.db import close_old_connections
 from django.http import HttpRequest
-from ninja.throttling import BaseThrottle
+
+from ratelimits.exceptions import MissingExtra
+
+try:
+    from ninja.throttling import BaseThrottle
+except ImportError as missing:
+    raise MissingExtra("ratelimits.contrib.ninja", "django-ninja", "ninja") from missing
 
 from ratelimits.engine.decision import Verdict
 from ratelimits.http import gate

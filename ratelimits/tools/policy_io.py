@@ -56,6 +56,7 @@ from django.db import transaction
 from django.db.models import Prefetch, prefetch_related_objects
 
 from ratelimits.engine import override_identity
+from ratelimits.exceptions import MissingExtra
 from ratelimits.models import Policy, PolicyOverride
 
 FORMATS = ("json", "yaml")
@@ -137,9 +138,8 @@ def _yaml() -> ModuleType:
     try:
         import yaml
     except ImportError:
-        raise PolicyFileError(
-            "YAML policy files need PyYAML (pip install PyYAML); JSON needs nothing."
-        ) from None
+        missing = MissingExtra("YAML policy files", "PyYAML", "yaml")
+        raise PolicyFileError(f"{missing} (JSON files need nothing).") from None
     return yaml
 
 

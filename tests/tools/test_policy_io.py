@@ -507,8 +507,10 @@ def test_without_pyyaml_yaml_is_refused_and_json_still_works(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml raises ImportError
-    assert "PyYAML" in parse_error("- name: a\n", "yaml")
-    with pytest.raises(PolicyFileError, match="PyYAML"):
+    assert 'PyYAML, which is not installed: pip install "django-ratelimits[yaml]"' in parse_error(
+        "- name: a\n", "yaml"
+    )
+    with pytest.raises(PolicyFileError, match=r"django-ratelimits\[yaml\]"):
         dump_policies([], "yaml")
     assert parse_document('[{"name": "a"}]', "json", "p") == [{"name": "a"}]
     assert dump_policies([], "json") == '{\n  "version": 1,\n  "policies": []\n}\n'
