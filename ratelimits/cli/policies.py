@@ -69,7 +69,10 @@ def run_export(command: BaseCommand, options: dict[str, Any]) -> None:
     path = options["file"]
     fmt = _format(path, options["format"])
     policies = list(Policy.objects.order_by("name"))
-    document = policy_io.dump_policies(policies, fmt)
+    try:
+        document = policy_io.dump_policies(policies, fmt)
+    except policy_io.PolicyFileError as e:
+        raise CommandError(f"Nothing exported: {e}") from None
     if path in (None, "-"):
         command.stdout.write(document, ending="")
         return

@@ -77,6 +77,20 @@ def test_export_to_an_unwritable_place_is_a_clean_error(policies: None, tmp_path
         run("export", str(tmp_path / "missing" / "p.json"))
 
 
+def test_yaml_without_pyyaml_names_the_extra_and_writes_nothing(
+    policies: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml raises ImportError
+    path = tmp_path / "policies.yaml"
+    with pytest.raises(CommandError, match=r'pip install "django-ratelimits\[yaml\]"'):
+        run("export", str(path))
+    assert not path.exists()
+    path.write_text("- name: a\n")
+    with pytest.raises(CommandError, match=r'pip install "django-ratelimits\[yaml\]"'):
+        run("import", str(path))
+    assert Policy.objects.count() == 3
+
+
 def test_import_reports_created_updated_unchanged(policies: None, tmp_path: Path) -> None:
     document = json.loads(run("export"))
     rows = {row["name"]: row for row in document["policies"]}
