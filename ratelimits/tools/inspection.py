@@ -130,8 +130,12 @@ def _foreign_type(replies: list[object], stored_type: str, algorithm: str) -> st
 
 
 def _is_foreign(error: str) -> bool:
-    """Redis's wrong-type error, or the compact_log script's refusal of a bad ring."""
-    return error.startswith("WRONGTYPE") or "does not hold a compact_log ring" in error
+    """Redis's wrong-type error, or the compact_log script's refusal of a bad ring. Redis 7
+    answers a function's wrong-type error as it is; Redis 6.2 wraps a script's in "Error
+    running script (call to ...): @user_script:N: WRONGTYPE ..."."""
+    return (
+        "WRONGTYPE Operation against a key" in error or "does not hold a compact_log ring" in error
+    )
 
 
 def is_log(algorithm: str) -> bool:
