@@ -31,12 +31,9 @@ def pytest_configure(config: pytest.Config) -> None:
     global _server, _postgres
     from django.conf import settings
 
-    database = os.environ.get("RATELIMITS_TEST_DATABASE", "sqlite")
-    if database == "postgresql":
-        _postgres = PostgresServer().start()
-        settings.DATABASES["default"] = _postgres.settings
-    elif database != "sqlite":
-        raise pytest.UsageError(f"RATELIMITS_TEST_DATABASE={database!r}: sqlite or postgresql")
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.postgresql":
+        _postgres = PostgresServer(port=int(database["PORT"])).start()
     _server = RedisServer().start()
     os.environ["REDIS_URL"] = _server.url
     settings.CACHES["default"]["LOCATION"] = _server.url

@@ -46,12 +46,24 @@ def find_bin_dir() -> Path:
     )
 
 
+def settings_entry(port: int) -> dict[str, str]:
+    """Django's ``DATABASES`` entry for a server of this module on ``port``."""
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": NAME,
+        "USER": USER,
+        "PASSWORD": "",
+        "HOST": "127.0.0.1",
+        "PORT": str(port),
+    }
+
+
 class PostgresServer:
     """One PostgreSQL server on 127.0.0.1, its data in a folder of its own, without fsync."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int | None = None) -> None:
         self.bin = find_bin_dir()
-        self.port = free_port()
+        self.port = port or free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="ratelimits-postgres-"))
         self.process: subprocess.Popen[bytes] | None = None
         #: ``Popen`` arguments that run a server program as a user PostgreSQL accepts.
@@ -64,14 +76,7 @@ class PostgresServer:
     @property
     def settings(self) -> dict[str, str]:
         """Django's ``DATABASES`` entry for the server."""
-        return {
-            "ENGINE": "django.db.backends.postgresql",
-            "NAME": NAME,
-            "USER": USER,
-            "PASSWORD": "",
-            "HOST": "127.0.0.1",
-            "PORT": str(self.port),
-        }
+        return settings_entry(self.port)
 
     def start(self, timeout: float = 60.0) -> PostgresServer:
         data = self.dir / "data"

@@ -1,9 +1,9 @@
 """Test settings: the demo project's, with a file SQLite test database.
 
 The database is a file (not ``:memory:``) so that tests can start other processes that
-read the same committed rows. With ``RATELIMITS_TEST_DATABASE=postgresql``,
-``tests/conftest.py`` starts a PostgreSQL server and points ``default`` at it instead. The
-Redis URL is set by ``tests/conftest.py`` too, which starts the server.
+read the same committed rows. With ``RATELIMITS_TEST_DATABASE=postgresql`` the database is a
+PostgreSQL server on a free port, which ``tests/conftest.py`` starts. The Redis URL is set
+by ``tests/conftest.py`` too, which starts the server.
 """
 
 import os
@@ -11,9 +11,21 @@ import tempfile
 
 from project.settings import *  # noqa: F403
 from project.settings import DATABASES
+from ratelimits.testutils import free_port
+from tests.postgres import settings_entry
 
-_TEST_DIR = tempfile.mkdtemp(prefix="ratelimits-tests-")
-DATABASES["default"]["NAME"] = os.path.join(_TEST_DIR, "db.sqlite3")
-DATABASES["default"]["TEST"] = {"NAME": os.path.join(_TEST_DIR, "test.sqlite3")}
+DATABASE = os.environ.get("RATELIMITS_TEST_DATABASE", "sqlite")
+if DATABASE == "postgresql":
+    # tests/conftest.py starts the server on this port before the first connection.
+    DATABASES["default"] = settings_entry(free_port())
+elif DATABASE == "sqlite":
+    _TEST_DIR = tempfile.mkdtemp(prefix="ratelimits-tests-")
+    DATABASES["default"] = {  # whatever DATABASE_URL says: the tests make their own
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.path.join(_TEST_DIR, "db.sqlite3"),
+        "TEST": {"NAME": os.path.join(_TEST_DIR, "test.sqlite3")},
+    }
+else:
+    raise ValueError(f"RATELIMITS_TEST_DATABASE={DATABASE!r}: use sqlite or postgresql")
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}
