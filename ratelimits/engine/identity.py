@@ -13,6 +13,10 @@ ip             ``ip:203.0.113.7``            behind ``NUM_PROXIES`` trusted prox
                ``ip:2001:db8:1:2::/64``      IPv6 grouped by ``IPV6_PREFIX``
 header:<Name>  ``h:<32 hex>``                always hashed (keys, tokens are secrets);
                                              falls back to the IP without the header
+user           ``a:<32 hex>``                an API client authenticated as something
+                                             other than a user (django-ninja's
+                                             ``request.auth``: an API key object or
+                                             string), always hashed (:func:`principal`)
 global         ``global``                    one counter for everyone
 =============  ============================  ===========================================
 
@@ -86,6 +90,42 @@ def ip_identity(address: str) -> str:
     return f"ip:{ip}"
 
 
+def principal_text(auth: Any) -> str | None:
+    """The stable text naming an authenticated principal that is not a user: a string
+    as it is, a model instance as ``<app_label>.<model_name>:<pk>``, an int in decimal,
+    another object by its class and its ``pk`` or its own ``__str__``. ``None`` when
+    ``auth`` is empty or has no stable name (a plain ``object()``: its text holds its
+    memory address)."""
+    if auth is None or isinstance(auth, bool):
+        return None
+    if isinstance(auth, str | bytes):
+        text = auth if isinstance(auth, str) else auth.decode("latin-1")
+        return text or None
+    if isinstance(auth, int):
+        return str(auth)
+    meta = getattr(auth, "_meta", None)
+    pk = getattr(auth, "pk", None)
+    if meta is not None and pk is not None:
+        return f"{meta.label_lower}:{pk}"
+    kind = type(auth)
+    if pk is not None:
+        return f"{kind.__module__}.{kind.__qualname__}:{pk}"
+    if kind.__str__ is not object.__str__:
+        return f"{kind.__module__}.{kind.__qualname__}:{auth}"
+    return None
+
+
+def principal_identity(text: str) -> str:
+    """``a:<32 hex>``: the identity of the principal :func:`principal_text` named."""
+    return f"a:{digest('auth' + chr(0) + text)}"
+
+
+def principal(auth: Any) -> str | None:
+    """The identity of a non-user principal (see :func:`principal_text`), or ``None``."""
+    text = principal_text(auth)
+    return None if text is None else principal_identity(text)
+
+
 def header_identity(name: str, value: str | bytes) -> str:
     text = value if isinstance(value, str) else value.decode("latin-1")
     return f"h:{digest(name.lower() + chr(0) + text)}"
@@ -99,8 +139,9 @@ def meta_key(header: str) -> str:
 
 
 def is_hashed(identity: str) -> bool:
-    """True for identities that are keyed hashes (header values, unusual user pks)."""
-    return identity.startswith(("u#", "h:"))
+    """True for identities that are keyed hashes (header values, API principals, unusual
+    user pks)."""
+    return identity.startswith(("u#", "h:", "a:"))
 
 
 def describe(identity: str) -> str:
@@ -111,6 +152,8 @@ def describe(identity: str) -> str:
         return "user"
     if identity.startswith("h:"):
         return "header"
+    if identity.startswith("a:"):
+        return "api client"
     if identity.startswith("ip:"):
         return "ip"
     return "unknown"

@@ -12,11 +12,18 @@ typed                       stored                 matches
 an API key (any other       ``h:<32 hex>``         requests whose header (the policy's
 text), for a policy keyed                          ``header:NAME``) carries that value
 ``header:NAME``
+``auth:<principal>``, for   ``a:<32 hex>``         API clients authenticated as that
+a policy keyed ``user`` or                         principal, not as a user (django-
+``user_or_ip``                                     ninja's ``request.auth``: a key
+                                                   string, or ``app_label.model:pk``
+                                                   for a model instance)
 ==========================  =====================  ==================================
 
 A secret is hashed the way the limiter hashes the header (HMAC keyed from
-``SECRET_KEY``, with the header's name), so the stored value cannot be read back, and it
-only matches while the policy keeps the same header and the site the same ``SECRET_KEY``.
+``SECRET_KEY``, with the header's name), or the principal (see
+:func:`~ratelimits.engine.identity.principal_text`), so the stored value cannot be read
+back, and it only matches while the site keeps the same ``SECRET_KEY`` (and the policy
+the same header).
 Stored forms are accepted as typed (a policy file exported elsewhere holds them).
 """
 
@@ -26,12 +33,16 @@ import ipaddress
 import re
 
 from ratelimits import validators
-from ratelimits.engine.identity import header_identity, meta_key
+from ratelimits.engine.identity import header_identity, meta_key, principal_identity
 
 #: The stored forms, for the database constraint (blank: the override names no identity).
-STORED_PATTERN = r"^(|ip:[0-9a-fA-F:.]+(/[0-9]{1,3})?|h:[0-9a-f]{32})\Z"
+STORED_PATTERN = r"^(|ip:[0-9a-fA-F:.]+(/[0-9]{1,3})?|[ah]:[0-9a-f]{32})\Z"
 _STORED = re.compile(STORED_PATTERN)
 _HASHED = re.compile(r"h:[0-9a-f]{32}")
+_PRINCIPAL = re.compile(r"a:[0-9a-f]{32}")
+#: How an operator names an API client that authenticated as something other than a user.
+AUTH_PREFIX = "auth:"
+_USER_KEYS = ("user", "user_or_ip")
 
 
 def is_stored_form(value: str) -> bool:
@@ -46,10 +57,17 @@ def normalize(text: str, policy_key: str) -> str:
     text = (text or "").strip()
     if not text:
         return ""
-    if policy_key in ("user", "global"):
+    if text.startswith(AUTH_PREFIX) or _PRINCIPAL.fullmatch(text):
+        return _principal(text, policy_key)
+    if policy_key == "user":
         raise ValueError(
-            f"A policy keyed by {policy_key} never counts clients by address or API key: "
-            "name a user or a group instead."
+            "A policy keyed by user never counts clients by address or API key: name a "
+            f"user, a group or an API client ({AUTH_PREFIX}<what it authenticates as>)."
+        )
+    if policy_key == "global":
+        raise ValueError(
+            "A policy keyed by global never counts clients by address or API key: name a "
+            "user or a group instead."
         )
     if _HASHED.fullmatch(text):
         return text
@@ -69,6 +87,20 @@ def normalize(text: str, policy_key: str) -> str:
     )
 
 
+def _principal(text: str, policy_key: str) -> str:
+    if policy_key not in _USER_KEYS:
+        raise ValueError(
+            f"An API client ({AUTH_PREFIX}...) is counted only by policies keyed by user or "
+            f"user_or_ip, not {policy_key or 'this key'}."
+        )
+    if _PRINCIPAL.fullmatch(text):
+        return text
+    name = text.removeprefix(AUTH_PREFIX).strip()
+    if not name:
+        raise ValueError(f"Write an API client as {AUTH_PREFIX}<what it authenticates as>.")
+    return principal_identity(name)
+
+
 def network_of(stored: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
     """The network of a stored ``ip:`` identity (a request's, or an override's)."""
     return _network(stored[3:]) if stored.startswith("ip:") else None
@@ -85,4 +117,6 @@ def describe(stored: str) -> str:
     """How to show a stored identity: addresses as they are, secrets as "API key (hashed)"."""
     if stored.startswith("h:"):
         return f"API key (hashed {stored[2:10]}…)"
+    if stored.startswith("a:"):
+        return f"API client (hashed {stored[2:10]}…)"
     return stored.removeprefix("ip:")

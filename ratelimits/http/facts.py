@@ -14,7 +14,13 @@ from typing import Any
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.exemptions import is_exempt_address
-from ratelimits.engine.identity import GLOBAL, header_identity, ip_identity, user_identity
+from ratelimits.engine.identity import (
+    GLOBAL,
+    header_identity,
+    ip_identity,
+    principal,
+    user_identity,
+)
 from ratelimits.engine.policy import Check, CompiledPolicy
 
 logger = logging.getLogger("ratelimits")
@@ -51,18 +57,22 @@ def request_identity(
 ) -> str | None:
     """The identity of ``request`` for a policy key kind, or ``None`` when it does not apply.
 
-    ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``header``, ``global``. A ``user``
-    policy does not count anonymous requests (use ``user_or_ip`` for those). ``address``
-    is the request's :func:`client_ip`, when the caller has it already.
+    ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``header``, ``global``. Under
+    ``user`` and ``user_or_ip`` a client counts as its authentication: its user
+    (:func:`authenticated_user`), else the principal in ``request.auth`` (an API key
+    object or string, hashed: :func:`~ratelimits.engine.identity.principal`). A ``user``
+    policy does not count anonymous requests; ``user_or_ip`` counts them by address.
+    ``address`` is the request's :func:`client_ip`, when the caller has it already.
     """
     if kind == GLOBAL:
         return GLOBAL
     if kind in ("user", "user_or_ip"):
-        user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated:
+        user = authenticated_user(request)
+        if user is not None:
             return user_identity(user.pk)
-        if kind == "user":
-            return None
+        client = principal(getattr(request, "auth", None))
+        if client is not None or kind == "user":
+            return client
     if kind == "header" and header_meta_key:
         value = request.META.get(header_meta_key)
         if value:
@@ -70,13 +80,25 @@ def request_identity(
     return ip_identity(client_ip(request.META) if address is None else address)
 
 
+def authenticated_user(request: Any) -> Any:
+    """The user ``request`` is authenticated as: ``request.user`` (Django's, or DRF's after
+    its authentication), else ``request.auth`` when that is a user (django-ninja's
+    authentication leaves ``request.user`` anonymous and puts its principal there);
+    ``None`` for an anonymous request or one authenticated as another principal."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return user
+    auth = getattr(request, "auth", None)
+    if auth is not None and getattr(auth, "is_authenticated", False) is True:
+        return auth
+    return None
+
+
 def user_key(request: Any) -> str | None:
     """The key of ``request``'s user in an override table (``str(pk)``; ``None`` when
     anonymous)."""
-    user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
-        return None
-    return str(user.pk)
+    user = authenticated_user(request)
+    return None if user is None else str(user.pk)
 
 
 def is_exempt(request: Any) -> bool:

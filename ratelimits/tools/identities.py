@@ -1,4 +1,5 @@
-"""Identities as a person types them: ``user:alice``, an address, ``header:X-Api-Key=...``.
+"""Identities as a person types them: ``user:alice``, an address, ``header:X-Api-Key=...``,
+``auth:<API client>``.
 
 The admin and the ``ratelimits`` command turn what an operator types into the identity
 the limiter counts (:func:`identity_from_text`), so keys can be found and reset by it.
@@ -18,14 +19,15 @@ from ratelimits.engine.identity import (
     header_identity,
     ip_identity,
     meta_key,
+    principal_identity,
     user_identity,
 )
 
-_HASHED = re.compile(r"(u#|h:)[0-9a-f]{32}")
+_HASHED = re.compile(r"(u#|h:|a:)[0-9a-f]{32}")
 
 IDENTITY_FORMS = (
     "user:<username>, u:<user pk>, ip:<address> (or a bare address), "
-    "header:<Name>=<value>, global, or a hashed identity as listed by `keys`"
+    "header:<Name>=<value>, auth:<API client>, global, or a hashed identity as listed by `keys`"
 )
 
 
@@ -43,6 +45,11 @@ def identity_from_text(text: str) -> str:
         return user_identity(find_user(text.removeprefix("user:")).pk)
     if text.startswith("u:") and len(text) > 2:
         return user_identity(text.removeprefix("u:"))
+    if text.startswith("auth:"):
+        name = text.removeprefix("auth:").strip()
+        if not name:
+            raise ValueError(f"{text!r}: write an API client as auth:<what it authenticates as>.")
+        return principal_identity(name)
     if text.startswith("header:"):
         name, sep, value = text.removeprefix("header:").partition("=")
         if not sep or not name or not value:

@@ -201,8 +201,13 @@ def test_override_validation():
             override.full_clean()
         assert field in error.value.message_dict, (override.__dict__, error.value.message_dict)
     by_user = create_policy(name="by-user", key="user")
-    with pytest.raises(ValidationError, match="name a user or a group"):
+    with pytest.raises(ValidationError, match="name a user, a group or an API client"):
         PolicyOverride(policy=by_user, identity="10.0.0.1", limit=5).full_clean()
+    by_ip = create_policy(name="by-ip", key="ip")
+    with pytest.raises(ValidationError, match="only by policies keyed by user or user_or_ip"):
+        PolicyOverride(policy=by_ip, identity="auth:key-one", limit=5).full_clean()
+    with pytest.raises(ValidationError, match="Write an API client as auth:"):
+        PolicyOverride(policy=by_user, identity="auth: ", limit=5).full_clean()
     by_key = create_policy(name="by-key", key="header:X-Api-Key")
     with pytest.raises(ValidationError, match="not an IP address"):  # a typo, not a key
         PolicyOverride(policy=by_key, identity="ip:10.0.0.256", limit=5).full_clean()
