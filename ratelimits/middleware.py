@@ -22,9 +22,11 @@ class RateLimitMiddleware:
     A policy matches by path glob, by URL name (``namespace:name``), or by the scope a
     view carries from :func:`ratelimits.decorators.ratelimit`. Over the limit the
     request is answered with a 429 (see :mod:`ratelimits.http.responses`) and the view
-    does not run. A DRF view under ``PolicyThrottle`` is left to it: DRF authenticates
-    first (a token's user is known only then) and its throttle decides the same
-    policies. Each policy counts a request once, whichever faces it meets.
+    does not run. A DRF view under ``PolicyThrottle``, and a django-ninja operation under
+    ``ratelimits.contrib.ninja.PolicyThrottle``, is left to that throttle: the framework
+    authenticates first (a token's user, an API key, is known only then), its throttle
+    decides the same policies, and its own 429 answers. Each policy counts a request
+    once, whichever faces it meets.
 
     After the view it notes the response's status for every face below it, so policies
     that count only failures or successes, and concurrency slots, are settled when the
@@ -65,7 +67,7 @@ class RateLimitMiddleware:
     def process_view(
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
-        if gate.applies_policies_itself(view_func):
+        if gate.applies_policies_itself(view_func, request.method or ""):
             return None
         scope, cost = gate.scope_of(view_func), gate.cost_of(view_func)
         verdict = gate.check(request, scope, RateLimitMiddleware, cost)
@@ -77,7 +79,7 @@ class RateLimitMiddleware:
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
         """:meth:`process_view` when the chain is async."""
-        if gate.applies_policies_itself(view_func):
+        if gate.applies_policies_itself(view_func, request.method or ""):
             return None
         scope, cost = gate.scope_of(view_func), gate.cost_of(view_func)
         verdict = await gate.acheck(request, scope, RateLimitMiddleware, cost)

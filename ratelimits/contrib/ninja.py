@@ -9,16 +9,20 @@ Give it to the API, a router or one operation::
     @api.get("/export", throttle=PolicyThrottle(scope="export"))
     def export(request): ...
 
-Over the limit django-ninja answers its 429 with ``Retry-After`` (from :meth:`wait`);
-``RateLimitHeadersMiddleware`` adds the RateLimit fields. Each policy counts a request
-once, whichever faces it meets: with ``RateLimitMiddleware`` installed, the policies it
-decided before the operation ran are not counted again here.
+The throttle runs after django-ninja's authentication, so a client counts as what it
+authenticated as: its user, or the principal in ``request.auth`` (an API key object or
+string, hashed). Over the limit django-ninja answers through its ``Throttled`` exception,
+so the API's exception handlers and its JSON body apply, with ``Retry-After`` (from
+:meth:`wait`); ``RateLimitHeadersMiddleware`` adds the RateLimit fields. With
+``RateLimitMiddleware`` installed, an operation under this throttle is left to it: the
+middleware decides nothing for it, and each policy counts the request once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -29,6 +33,7 @@ from django.http import HttpRequest
 from ratelimits.exceptions import MissingExtra
 
 try:
+    from ninja.operation import PathView
     from ninja.throttling import BaseThrottle
 except ImportError as missing:
     raise MissingExtra("ratelimits.contrib.ninja", "django-ninja", "ninja") from missing
@@ -61,15 +66,14 @@ class PolicyThrottle(BaseThrottle):
     the path, and its methods are blank or hold the request's method. Overrides, exempt
     networks and the one Redis call per request are as for every face.
 
-    The identity is Django's ``request.user`` (or the client address), not
-    django-ninja's ``request.auth``.
+    Under ``user`` and ``user_or_ip`` policies a client counts as its authentication:
+    a user (Django's ``request.user``, or a user django-ninja's auth put in
+    ``request.auth``), else the principal in ``request.auth``.
 
     django-ninja calls a throttle synchronously, also for an ``async def`` operation, on
     the event loop. There the check runs on a worker thread (the database and a lazy
-    ``request.user`` may not be touched on the loop) and the loop waits for it. For async
-    operations under ASGI, ``RateLimitMiddleware`` is the native async path: it decides
-    path and URL-name policies on the loop, and this throttle then counts only what is
-    left (its ``scope`` policies).
+    ``request.user`` may not be touched on the loop) and the loop waits for it: one
+    thread hop per request (see docs/ninja.md for its measured cost).
     """
 
     def __init__(
@@ -108,6 +112,32 @@ class PolicyThrottle(BaseThrottle):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(scope={self.scope!r})"
+
+
+@gate.decided_after_authentication
+def _under_policy_throttle(view_func: Any, method: str) -> bool:
+    """True when ``view_func`` is a django-ninja path whose operation for ``method`` has a
+    :class:`PolicyThrottle` (the API's, a router's or its own)."""
+    return _throttled_operations(view_func).get(method, False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _throttled_operations(view_func: Any) -> dict[str, bool]:
+    """``{method: under a PolicyThrottle}`` for the operations behind a django-ninja view
+    (``PathView.get_view()`` closes over its ``PathView``); empty for any other view."""
+    for cell in getattr(view_func, "__closure__", None) or ():
+        try:
+            path_view = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(path_view, PathView):
+            found: dict[str, bool] = {}
+            for operation in path_view.operations:
+                throttled = any(isinstance(t, PolicyThrottle) for t in operation.throttle_objects)
+                for method in operation.methods:
+                    found.setdefault(method, throttled)
+            return found
+    return {}
 
 
 def _loop_running() -> bool:

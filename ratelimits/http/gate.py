@@ -10,6 +10,7 @@ What an admitted request may get back after its response is handed to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.utils.functional import LazyObject, empty
@@ -110,14 +111,30 @@ def _view_attribute(view_func: Any, name: str) -> Any:
     return found
 
 
-def applies_policies_itself(view_func: Any) -> bool:
-    """True for a DRF view under ``PolicyThrottle``: it decides its policies itself, once
-    DRF has authenticated the request (a token's user is known only then)."""
+#: Tests for views whose framework's face decides the policies itself, after the
+#: framework's own authentication: ``(view_func, method) -> bool``. A face registers its
+#: own (:func:`decided_after_authentication`); DRF's is built in.
+_FrameworkTest = Callable[[Any, str], bool]
+_after_authentication: list[_FrameworkTest] = []
+
+
+def decided_after_authentication(test: _FrameworkTest) -> _FrameworkTest:
+    """Register ``test``: ``RateLimitMiddleware`` leaves the views it accepts to their
+    framework's face (django-ninja's ``PolicyThrottle`` registers one)."""
+    if test not in _after_authentication:
+        _after_authentication.append(test)
+    return test
+
+
+def applies_policies_itself(view_func: Any, method: str) -> bool:
+    """True for a view whose framework's throttle decides its policies itself, once the
+    framework has authenticated the request (a token's user, or an API key, is known
+    only then): a DRF view under ``PolicyThrottle``, or a registered face's view."""
     view_class = getattr(view_func, "cls", None)  # DRF's as_view() sets it
-    if view_class is None:
-        return False
-    throttles = getattr(view_class, "throttle_classes", ())
-    return any(getattr(throttle, APPLIES_POLICIES, False) for throttle in throttles)
+    if view_class is not None:
+        throttles = getattr(view_class, "throttle_classes", ())
+        return any(getattr(throttle, APPLIES_POLICIES, False) for throttle in throttles)
+    return any(test(view_func, method) for test in _after_authentication)
 
 
 def _matching(request: Any, scope: str | None, table: PolicyTable) -> list[CompiledPolicy]:

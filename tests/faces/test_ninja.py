@@ -168,20 +168,43 @@ def test_with_the_middleware_a_request_spends_one_unit_per_policy(client, redis_
     assert statuses(client, f"{BASE}/plain", 3) == [200, 200, 429]
 
 
-def test_the_middleware_and_the_throttle_each_decide_their_own_policies(
+def test_under_the_middleware_the_throttle_decides_every_policy_in_one_call(
     client, redis_client, throttled_senders
 ):
-    create_policy("by-name", "faces-ninja:scoped", limit=5)  # the middleware's
-    create_policy("by-scope", "scoped", limit=3)  # only the throttle sees the scope
+    """RateLimitMiddleware leaves an operation under PolicyThrottle to it: its URL-name
+    policy and its scope policy are decided together, after django-ninja's auth."""
+    create_policy("by-name", "faces-ninja:scoped", limit=5)
+    create_policy("by-scope", "scoped", limit=3)
     calls = decide_calls(redis_client)
     responses = [client.get(f"{BASE}/scoped") for _ in range(3)]
     assert [r.status_code for r in responses] == [200, 200, 200]
     assert [remaining(r, "by-name") for r in responses] == [4, 3, 2]
     assert [remaining(r, "by-scope") for r in responses] == [2, 1, 0]
-    assert decide_calls(redis_client) - calls == 6  # one per face, each its own policy
+    assert decide_calls(redis_client) - calls == 3  # one per request, both policies
     denied = client.get(f"{BASE}/scoped")
     assert_ninja_429(denied, "by-scope", 3, 60)
     assert throttled_senders == [PolicyThrottle]
+
+
+@pytest.mark.parametrize("middleware", [True, False], ids=["middleware", "throttle-only"])
+def test_a_url_name_policy_is_answered_the_ninja_way(client, settings, middleware):
+    """With or without RateLimitMiddleware, the 429 of a URL-name policy on an operation
+    under the throttle is django-ninja's (its JSON body), not the middleware's."""
+    if not middleware:
+        settings.MIDDLEWARE = [name for name in settings.MIDDLEWARE if name != LIMITER]
+    create_policy("by-name", "faces-ninja:plain", limit=1)
+    assert client.get(f"{BASE}/plain").status_code == 200
+    assert_ninja_429(client.get(f"{BASE}/plain"), "by-name", 1, 60)
+
+
+def test_the_middleware_still_decides_an_operation_without_the_throttle(client):
+    """An operation whose throttles are not PolicyThrottle (here: none) is the
+    middleware's, with the middleware's 429."""
+    create_policy("by-name", "faces-ninja:unthrottled", limit=1)
+    assert client.get(f"{BASE}/unthrottled").status_code == 200
+    denied = client.get(f"{BASE}/unthrottled")
+    assert denied.status_code == 429
+    assert denied.content.startswith(b"Too many requests. Try again in ")  # the middleware's
 
 
 # --- async operations -----------------------------------------------------------------------
@@ -226,8 +249,10 @@ def test_off_the_loop_receivers_run_in_the_request_context(client, without_middl
 
 @pytest.mark.django_db(transaction=True)
 def test_an_async_operation_under_asgi_with_the_middleware(alice, redis_client):
-    create_policy("by-name", "faces-ninja:async_scoped", limit=5)  # the middleware's
-    create_policy("by-scope", "async-scoped", limit=3, key="user")  # the throttle's
+    """Under the async handler the middleware leaves the operation to the throttle, which
+    decides both policies in one call off the loop, after authentication."""
+    create_policy("by-name", "faces-ninja:async_scoped", limit=5)
+    create_policy("by-scope", "async-scoped", limit=3, key="user")
     calls: list[int] = []
 
     async def run() -> list[Any]:
@@ -240,9 +265,9 @@ def test_an_async_operation_under_asgi_with_the_middleware(alice, redis_client):
 
     responses = async_to_sync(run)()
     assert [r.status_code for r in responses] == [200, 200, 200, 429]
-    assert [remaining(r, "by-name") for r in responses] == [4, 3, 2, 1]
+    assert [remaining(r, "by-name") for r in responses[:3]] == [4, 3, 2]
     assert [remaining(r, "by-scope") for r in responses[:3]] == [2, 1, 0]
-    assert calls[1] - calls[0] == 6  # one per face, each its own policy
+    assert calls[1] - calls[0] == 3  # one per request, both policies
     assert_ninja_429(responses[3], "by-scope", 3, 60)
     keys = [key.decode() for key in redis_client.keys("*")]
     assert any(f"{{u:{alice.pk}}}" in key for key in keys), keys
