@@ -10,7 +10,7 @@ import os
 import tempfile
 
 from project.settings import *  # noqa: F403
-from project.settings import DATABASES
+from project.settings import DATABASES, INSTALLED_APPS
 from ratelimits.testutils import free_port
 from tests.postgres import settings_entry
 
@@ -27,5 +27,7 @@ elif DATABASE == "sqlite":
     }
 else:
     raise ValueError(f"RATELIMITS_TEST_DATABASE={DATABASE!r}: use sqlite or postgresql")
+# DRF's TokenAuthentication, for the API-client tests (tests/faces/test_api_clients.py).
+INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework.authtoken"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGGING = {"version": 1, "disable_existing_loggers": False}

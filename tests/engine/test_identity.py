@@ -13,7 +13,14 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ratelimits.engine.identity import header_identity, ip_identity, user_identity
+from ratelimits.engine.identity import (
+    header_identity,
+    ip_identity,
+    principal,
+    principal_identity,
+    principal_text,
+    user_identity,
+)
 from tests.helpers import (
     HASHED_HEADER,
     HASHED_USER,
@@ -180,3 +187,44 @@ def test_any_user_pk_gives_a_bounded_key(pk: str | int) -> None:
         # trailing newline of the bug documented by test_a_pk_with_a_trailing_newline_is_hashed).
         assert identity == f"u:{pk}"
         assert 1 <= len(str(pk)) <= 41
+
+
+# --- API principals (request.auth that is not a user) ---------------------------------------
+
+
+class _KeyWithPk:
+    pk = 17
+
+
+class _NamedKey:
+    def __str__(self) -> str:
+        return "partner-7"
+
+
+@pytest.mark.django_db
+def test_a_principal_is_named_stably_and_hashed() -> None:
+    from django.contrib.auth.models import Group
+
+    group = Group.objects.create(name="partners")
+    here = __name__
+    assert principal_text("key-one") == "key-one"
+    assert principal_text(b"key-one") == "key-one"
+    assert principal_text(42) == "42"
+    assert principal_text(group) == f"auth.group:{group.pk}"
+    assert principal_text(_KeyWithPk()) == f"{here}._KeyWithPk:17"
+    assert principal_text(_NamedKey()) == f"{here}._NamedKey:partner-7"
+    # Nothing stable to name: counted as no principal (the address then, under user_or_ip).
+    for nameless in (None, "", b"", True, False, object()):
+        assert principal_text(nameless) is None
+        assert principal(nameless) is None
+    identity = principal("key-one")
+    assert identity == principal_identity("key-one")
+    assert re.fullmatch(r"a:[0-9a-f]{32}", identity or "")
+    assert principal("key-two") != identity
+    assert_bounded(user_policy(LONGEST_NAME).key_for(identity or ""), identity or "")
+
+
+def test_a_principal_hash_depends_on_the_secret_key() -> None:
+    before = principal_identity("key-one")
+    with override_settings(SECRET_KEY="another-secret-key-for-this-test-only-0123456789"):
+        assert principal_identity("key-one") != before
