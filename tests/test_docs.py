@@ -25,6 +25,17 @@ def test_the_readme_and_the_docs_index_give_the_same_install_section() -> None:
     assert readme.replace("](docs/", "](") == index
 
 
+def test_the_readme_and_the_docs_index_open_alike() -> None:
+    """Everything above the Install section too: the demo's table drifted once."""
+
+    def opening(text: str) -> str:
+        return text[: text.index("\n## Install\n")]
+
+    readme = opening((REPO / "README.md").read_text(encoding="utf-8"))
+    index = opening((DOCS / "index.md").read_text(encoding="utf-8"))
+    assert readme.replace("](docs/", "](") == index
+
+
 def test_every_pip_install_names_the_distribution() -> None:
     pages = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
     installs = {
