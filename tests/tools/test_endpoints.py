@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ratelimits.tools.endpoints import Suggestion, suggestions
+from ratelimits.tools.endpoints import EndpointIndex, Suggestion, suggestions
 from tests.helpers import ROOT
 
 
@@ -92,3 +92,92 @@ def test_suggestions_without_django_ninja_installed():
     assert report["ninja"] is False
     assert report["values"]["decorated"].startswith("ratelimit(scope=...) on ")
     assert report["values"]["api:login"] == "URL name of /api/login/"
+
+
+# ------------------------------------------------- a DRF router's routes, by name and path
+
+ROUTER = "tests.tools.router_urls"
+
+
+def test_a_router_route_is_suggested_by_its_name_with_a_readable_path():
+    routed = found(ROUTER)
+    assert routed["api:product-list"] == "URL name of /api/products/"
+    assert routed["api:product-detail"] == "URL name of /api/products/<pk>/"
+    assert routed["orders"] == "throttle_scope of OrderViewSet"
+    assert routed["order-export"] == "throttle_scope of /api/orders/export/"  # @action's
+    labels = " ".join(routed.values())
+    assert not any(regex in labels for regex in ("^", "$", "(?P", "\\."))
+
+
+# ---------------------------------------- endpoints that match nothing, and their nearest
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "nearest"),
+    [
+        ("odrers", "orders"),  # a typo'd scope
+        ("api/orders/", "/api/orders/"),  # a path without its leading slash is a name
+        ("api:prodcut-list", "api:product-list"),
+        ("/api/order/", "/api/orders/"),
+        ("/api/products/7/x/", "/api/products/*/"),
+    ],
+)
+def test_an_endpoint_that_matches_nothing_and_the_nearest_one_that_does(endpoint, nearest):
+    index = EndpointIndex(ROUTER)
+    assert not index.matches(endpoint)
+    assert index.nearest(endpoint) == nearest
+    assert index.problem(endpoint) == f"matches no URL name, scope or path (nearest: {nearest})"
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "orders",  # a viewset's throttle_scope
+        "order-export",  # an @action's throttle_scope
+        "api:product-detail",  # a router's URL name
+        "/api/orders/",  # a path, as typed
+        "/api/products/7/",  # a path with a parameter
+        "/api/products/*",
+        "/api/prod*",
+        "/api/products/?/",
+        "/api/products/[0-9]*/",
+        "/api/products/abc*",
+        "*.json",  # DRF's format suffix
+        "*",
+    ],
+)
+def test_an_endpoint_that_matches_a_name_scope_or_path(endpoint):
+    index = EndpointIndex(ROUTER)
+    assert index.matches(endpoint)
+    assert index.problem(endpoint) is None
+
+
+def test_a_glob_under_the_routers_root_matches_only_real_paths():
+    # DefaultRouter's root takes a format suffix (/api/.json): it is no catch-all.
+    index = EndpointIndex(ROUTER)
+    assert not index.matches("/api/nope/*")
+    assert not index.matches("/api/products/[!0-9a-z]")
+    assert index.matches("/api/")
+
+
+def test_the_demo_project_endpoints():
+    index = EndpointIndex("project.urls")
+    assert index.matches("search")  # SearchView's throttle_scope
+    assert index.matches("api:login")
+    assert index.matches("ninja:items")
+    assert index.matches("/api/payment/*")
+    assert index.matches("admin:login")  # a policy may limit the admin's login page
+    assert index.matches("/admin/login/")
+    assert index.nearest("serach") == "search"
+    assert index.nearest("api/search/") == "/api/search/"
+    assert not index.matches("/api/search")  # the URL has its trailing slash
+    assert index.nearest("/api/search") == "/api/search/"
+    assert index.problem("zzzzzzzz") == "matches no URL name, scope or path"
+
+
+def test_the_decorators_scope_is_in_use():
+    index = EndpointIndex("tests.faces.urls")
+    assert index.matches("decorated")
+    assert index.matches("monthly-reports")  # method_decorator on dispatch
+    assert not index.matches("decorate")
+    assert index.nearest("decorate") == "decorated"
