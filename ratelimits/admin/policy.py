@@ -11,6 +11,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.templatetags.static import static
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import capfirst
@@ -24,6 +25,7 @@ from ratelimits.engine.stats import denied_since
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Mode, Policy, PolicyOverride
+from ratelimits.tools.endpoints import UNMATCHED, EndpointIndex
 from ratelimits.tools.identities import identity_from_text
 
 RESET_PERMISSION = "ratelimits.reset_counters"
@@ -257,11 +259,15 @@ class PolicyAdmin(admin.ModelAdmin):
         return super().get_changelist_form(request, form=PolicyChangelistForm, **kwargs)
 
     def get_list_display(self, request: HttpRequest) -> list[Any]:
-        # Django asks twice per page (columns, then sortable_by): read Redis once.
-        column = getattr(request, "_ratelimits_denied_column", None)
-        if column is None:
-            column = request._ratelimits_denied_column = _denied_column()  # type: ignore[attr-defined]
-        return [*super().get_list_display(request), column]
+        # Django asks twice per page (columns, then sortable_by): read Redis and the
+        # URLconf once, and give the same columns both times.
+        columns = getattr(request, "_ratelimits_columns", None)
+        if columns is None:
+            columns = (_endpoint_column(_urlconf(request)), _denied_column())
+            request._ratelimits_columns = columns  # type: ignore[attr-defined]
+        endpoint, denied = columns
+        shown = super().get_list_display(request)
+        return [*(endpoint if name == "endpoint" else name for name in shown), denied]
 
     @admin.display(description="methods", ordering="methods")
     def methods_display(self, obj: Policy) -> str:
@@ -274,6 +280,29 @@ class PolicyAdmin(admin.ModelAdmin):
     @admin.display(description="Redis memory per active client")
     def memory_per_client(self, obj: Policy) -> str:
         return memory_estimate(obj.algorithm or "sliding_counter", obj.limit)
+
+    # -- saving ------------------------------------------------------------------------
+
+    def save_model(self, request: HttpRequest, obj: Policy, form: Any, change: bool) -> None:
+        """Save, then warn when the endpoint matches nothing in the URLconf: a typo that
+        limits nothing (a scope a view sets only at run time is not seen, so the policy is
+        saved all the same). Only the add and change forms: the changelist's rows cannot
+        change the endpoint."""
+        super().save_model(request, obj, form, change)
+        if "endpoint" not in form.fields:
+            return
+        index = EndpointIndex(_urlconf(request))
+        if index.matches(obj.endpoint):
+            return
+        nearest = index.nearest(obj.endpoint)
+        hint = f" Did you mean “{nearest}”?" if nearest else ""
+        self.message_user(
+            request,
+            f"The endpoint “{obj.endpoint}” {UNMATCHED} in this site's URLconf, so the "
+            f"policy “{obj.name}” limits no request (unless a view sets that scope at run "
+            f"time, which is not seen here).{hint}",
+            messages.WARNING,
+        )
 
     # -- actions -----------------------------------------------------------------------
 
@@ -380,6 +409,32 @@ class PolicyAdmin(admin.ModelAdmin):
 
     def _change_url(self, policy: Policy) -> str:
         return reverse(f"{self.admin_site.name}:ratelimits_policy_change", args=[policy.pk])
+
+
+def _urlconf(request: HttpRequest) -> str | None:
+    """The URLconf this request was resolved with (a middleware may set its own)."""
+    return getattr(request, "urlconf", None)
+
+
+def _endpoint_column(urlconf: str | None) -> Callable[[Policy], Any]:
+    """The endpoint column, with a warning icon on an endpoint that matches no URL name,
+    scope or path; the URLconf is read once per page."""
+    index = EndpointIndex(urlconf)
+
+    @admin.display(description="endpoint", ordering="endpoint")
+    def endpoint(obj: Policy) -> Any:
+        problem = index.problem(obj.endpoint)
+        if problem is None:
+            return obj.endpoint
+        return format_html(
+            '{} <img src="{}" alt="{}" title="{}" class="ratelimits-unmatched">',
+            obj.endpoint,
+            static("admin/img/icon-alert.svg"),
+            "(matches nothing)",
+            f"This endpoint {problem}: the policy limits nothing.",
+        )
+
+    return endpoint
 
 
 def _denied_column() -> Callable[[Policy], Any]:
