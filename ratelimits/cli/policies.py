@@ -13,6 +13,7 @@ from ratelimits.cli import output
 from ratelimits.cli.prompt import confirm
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools import policy_io
+from ratelimits.tools.endpoints import EndpointIndex
 
 POLICY_COLUMNS = (
     "name",
@@ -29,15 +30,20 @@ POLICY_COLUMNS = (
 
 def run_policies(command: BaseCommand, options: dict[str, Any]) -> None:
     policies = list(Policy.objects.annotate(override_count=Count("overrides")).order_by("name"))
+    index = EndpointIndex()  # the URLconf, read once for every policy
     if options["json"]:
-        rows = [
-            {
-                **{f: getattr(p, f) for f in policy_io.FIELDS},
-                "rate": p.rate_display,
-                "overrides": p.override_count,
-            }
-            for p in policies
-        ]
+        rows = []
+        for p in policies:
+            matches = index.matches(p.endpoint)
+            rows.append(
+                {
+                    **{f: getattr(p, f) for f in policy_io.FIELDS},
+                    "rate": p.rate_display,
+                    "overrides": p.override_count,
+                    "matches_nothing": not matches,
+                    "nearest_match": None if matches else index.nearest(p.endpoint),
+                }
+            )
         command.stdout.write(output.as_json(rows))
         return
     if not policies:
@@ -62,6 +68,11 @@ def run_policies(command: BaseCommand, options: dict[str, Any]) -> None:
         columns += ("overrides",)
         for row, policy in zip(rows, policies, strict=True):
             row.append(policy.override_count)
+    problems = [index.problem(p.endpoint) for p in policies]
+    if any(problems):  # a typo'd endpoint limits nothing: say so on its row
+        columns += ("note",)
+        for row, problem in zip(rows, problems, strict=True):
+            row.append(problem or "")
     command.stdout.write(output.table(columns, rows, numeric=("overrides",)))
 
 

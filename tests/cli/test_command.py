@@ -222,6 +222,8 @@ def test_policies_json_equals_the_rows():
             "counts": "all",
             "rate": "10 per 10 s",
             "overrides": 0,
+            "matches_nothing": False,
+            "nearest_match": None,
         },
         {
             "name": "payment",
@@ -240,6 +242,8 @@ def test_policies_json_equals_the_rows():
             "counts": "all",
             "rate": "3 per 60 s",
             "overrides": 0,
+            "matches_nothing": False,
+            "nearest_match": None,
         },
     ]
 
