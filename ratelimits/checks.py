@@ -70,7 +70,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     problems.extend(_exempt_network_problems(value["EXEMPT_NETWORKS"]))
     errors.extend(
         Error(
-            f"RATELIMITS: {problem}.", hint="See the README's settings table.", id="ratelimits.E002"
+            f"RATELIMITS: {problem}.",
+            hint="See docs/settings.md: each setting, its default and the values it takes.",
+            id="ratelimits.E002",
         )
         for problem in problems
     )

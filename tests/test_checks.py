@@ -100,6 +100,7 @@ def test_bad_value_is_e002_naming_the_setting(setting: str, value: Any) -> None:
     assert ids(messages) == ["ratelimits.E002"]
     assert message.level == ERROR
     assert setting in message.msg
+    assert "docs/settings.md" in message.hint  # the page that lists every setting
 
 
 @pytest.mark.parametrize("setting", ["BREAKER_THRESHOLD", "IPV6_PREFIX"])
