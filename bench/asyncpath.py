@@ -44,10 +44,15 @@ IN_FLIGHT = 16
 #: Rounds per run: each contender sends its share of a run's requests in each, in turn.
 SLICES = 10
 #: The policies of the middleware face: a path glob for each handler's limited view.
-FACE_POLICIES = {"bench-mw-sync": "/mw-sync/*", "bench-mw-async": "/mw-async/*"}
+FACE_POLICIES = {
+    "bench-mw-sync": "/mw-sync/*",
+    "bench-mw-async": "/mw-async/*",
+    "bench-ninja-async": "/ninja/throttled/*",
+}
 
 WSGI, ASGI = "WSGI", "ASGI"
 MIDDLEWARE = "RateLimitMiddleware"
+NINJA = "ninja PolicyThrottle, async operation"
 DRF_ANON = "DRF AnonRateThrottle"
 
 
@@ -203,6 +208,7 @@ def lineup() -> list[Contender]:
     drf_wsgi = Contender("unthrottled DRF view", WSGI, f"/none/{LIMIT}/")
     plain_async = Contender("unthrottled async view", ASGI, f"/plain-async/{LIMIT}/")
     drf_asgi = Contender("unthrottled DRF view", ASGI, f"/none/{LIMIT}/")
+    ninja_async = Contender("unthrottled ninja async operation", ASGI, f"/ninja/plain/{LIMIT}")
     return [
         plain_sync,
         drf_wsgi,
@@ -215,6 +221,8 @@ def lineup() -> list[Contender]:
         Contender(MIDDLEWARE, ASGI, f"/mw-async/{LIMIT}/", plain_async.key),
         Contender("limits.aio moving window", ASGI, f"/limits-aio/{LIMIT}/", plain_async.key),
         Contender(DRF_ANON, ASGI, f"/drf-anon/{LIMIT}/", drf_asgi.key),
+        ninja_async,
+        Contender(NINJA, ASGI, f"/ninja/throttled/{LIMIT}", ninja_async.key),
     ]
 
 
@@ -417,6 +425,10 @@ def describe(ctx: Context, engine: Figures, face: Figures, contenders: list[Cont
         f"{ratio(ours_asgi, add(ASGI, 'limits.aio moving window'))}; over DRF "
         f"AnonRateThrottle under ASGI: {ratio(ours_asgi, add(ASGI, DRF_ANON))}, under WSGI: "
         f"{ratio(ours_asgi, add(WSGI, DRF_ANON))}.",
+        f"- The ninja PolicyThrottle on an async operation (its check on a worker thread, "
+        f"the loop waiting: django-ninja calls throttles synchronously): "
+        f"{add(ASGI, NINJA):+.1f} µs, {ratio(add(ASGI, NINJA), ours_asgi)} of "
+        f"RateLimitMiddleware's on the loop.",
         f"- Under WSGI, over DRF AnonRateThrottle: {ratio(ours_wsgi, add(WSGI, DRF_ANON))}, "
         f"over django-ratelimit: {ratio(ours_wsgi, add(WSGI, 'django-ratelimit'))}, over "
         f"the `limits` moving window: {ratio(ours_wsgi, add(WSGI, 'limits moving window'))}.",

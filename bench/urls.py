@@ -7,9 +7,26 @@ from __future__ import annotations
 import functools
 
 from django.urls import path
+from ninja import NinjaAPI
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
 from bench import views
+from ratelimits.contrib.ninja import PolicyThrottle
+
+#: An async django-ninja operation under the ninja PolicyThrottle, and its unthrottled twin
+#: (:mod:`bench.asyncpath`): django-ninja calls a throttle synchronously on the loop.
+ninja_api = NinjaAPI(urls_namespace="bench-ninja")
+
+
+@ninja_api.get("/throttled/{limit}", throttle=PolicyThrottle())
+async def ninja_throttled(request: views.HttpRequest, limit: int) -> dict[str, str]:
+    return views.BODY
+
+
+@ninja_api.get("/plain/{limit}", throttle=[])
+async def ninja_plain(request: views.HttpRequest, limit: int) -> dict[str, str]:
+    return views.BODY
+
 
 urlpatterns = [
     path("none/<int:limit>/", views.UnthrottledView.as_view()),
@@ -37,4 +54,5 @@ urlpatterns = [
     path("mw-sync/<int:limit>/", views.plain_view),
     path("mw-async/<int:limit>/", views.plain_async_view),
     path("limits-aio/<int:limit>/", views.limits_aio_view),
+    path("ninja/", ninja_api.urls),
 ]
