@@ -263,8 +263,9 @@ class Policy(models.Model):
 class PolicyOverride(models.Model):
     """A different limit, or an exemption, for one client of a policy.
 
-    Names exactly one of a user, a group or an identity (an IP address or network, or an
-    API key for a ``header:NAME`` policy, stored hashed). The most specific override that
+    Names exactly one of a user, a group or an identity (an IP address or network, an
+    API key for a ``header:NAME`` policy, or an API client, ``auth:<name>``, for a
+    ``user`` or ``user_or_ip`` policy; keys stored hashed). The most specific override that
     names a request's client wins: user, then group, then identity, then the policy.
     """
 
@@ -289,8 +290,10 @@ class PolicyOverride(models.Model):
         max_length=80,
         blank=True,
         help_text=(
-            "An IP address or network (203.0.113.7, 10.0.0.0/8), or for a policy keyed by "
-            "header:NAME the header's value (an API key): stored hashed, never shown again."
+            "An IP address or network (203.0.113.7, 10.0.0.0/8); for a policy keyed by "
+            "header:NAME the header's value (an API key); for one keyed by user or "
+            "user_or_ip, auth:<name> of an API client that is not a user. Keys are stored "
+            "hashed, never shown again."
         ),
     )
     limit = models.PositiveIntegerField(

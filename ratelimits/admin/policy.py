@@ -91,9 +91,12 @@ class PolicyOverrideForm(forms.ModelForm):
         }
         help_texts = {
             "identity": (
-                "An IP address or network (203.0.113.7, 10.0.0.0/8), or for a policy keyed "
-                "by header:NAME an API key, stored hashed. A hashed key shows as "
-                '"API key (hashed …)": leave it as shown to keep it.'
+                "An IP address or network (203.0.113.7, 10.0.0.0/8); for a policy keyed "
+                "by header:NAME an API key; for one keyed by user or user_or_ip an API "
+                "client that authenticates as something other than a user, as "
+                "auth:<its name> (auth:key-one). Keys are stored hashed and shown as "
+                '"API key (hashed …)" or "API client (hashed …)": leave it as shown to '
+                "keep it."
             ),
         }
 
