@@ -1,6 +1,10 @@
 """Failure drills under load: 8 threads, each with its own Django test client, send requests
 through the full stack while Redis is killed, flushed, restarted, paused, or a policy is
-edited. Every loop is bounded by a request count and a deadline.
+edited. Every loop is bounded by a request count and a deadline. A drill moves on when
+what it waits for has happened (enough requests answered, a table swapped in), never
+after a fixed sleep, so a slow or loaded machine makes it slower, not failing; what
+decides each request never depends on the machine's speed either: the drills that do not
+measure the timeout give Redis a generous one (:data:`PATIENT_TIMEOUT`).
 
 The promises (README, "When Redis is unavailable"): never a 500; each policy's fail mode
 while Redis cannot answer, within ``SOCKET_TIMEOUT``; limiting resumes once Redis answers;
@@ -13,11 +17,14 @@ from __future__ import annotations
 
 import gc
 import math
+import os
+import signal
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +35,7 @@ from django.http import HttpResponse
 from django.test import Client, override_settings
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys
+from ratelimits.engine import keys, table
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer
 from tests.helpers import (
@@ -52,10 +59,16 @@ SLACK = 0.05
 #: for the GIL (over 100 ms at the slowest on 2 cores), which is not what is measured.
 #: Paced, the 8 threads still send about 600 requests a second together.
 PACE = 0.01
-#: Seconds another worker's edit may take beyond ``POLICY_REFRESH_INTERVAL``: the worker
-#: keeps serving its table while the new one is built in the background, and building
-#: it competes for the GIL with the 8 client threads (up to about 60 ms measured).
-BUILD = 0.25
+#: Seconds a drill waits for what it expects (requests answered, a table swapped in)
+#: before it fails: far beyond what even a loaded machine takes.
+WAIT = 30.0
+#: Seconds of SOCKET_TIMEOUT in the drills that do not measure it: a decide call that
+#: missed the 0.1 s default on a loaded machine would be answered by the fail mode, and
+#: its admission (counted by Redis all the same) could not be seen.
+PATIENT_TIMEOUT = 10.0
+#: Requests of the baseline before an outage, and of each phase a drill looks at: enough
+#: for a p99 and for each kind's fail mode (about half a second's worth, unloaded).
+PHASE = 300
 ITEMS = "/api/items/"
 LOGIN = "/api/login/"
 
@@ -71,6 +84,8 @@ class Sample:
     retry_after: str | None
     ratelimit: str | None
     error: str | None = None
+    #: The client thread that sent it.
+    thread: int = 0
 
     @property
     def duration(self) -> float:
@@ -105,16 +120,18 @@ def items_and_login(client: Client, thread: int, n: int) -> tuple[str, HttpRespo
 
 class Load:
     """``THREADS`` threads, each with its own :class:`Client`, calling ``send`` until
-    :meth:`stop`, ``max_requests`` each, or ``max_seconds`` have passed."""
+    :meth:`stop`, ``max_requests`` each, or ``max_seconds`` have passed (a bound for a
+    drill that fails, beyond every :data:`WAIT`)."""
 
     def __init__(
         self,
         send: Send,
         *,
         max_requests: int = 5000,
-        max_seconds: float = 10.0,
+        max_seconds: float = 3 * WAIT,
         warm: bool = False,
         pace: float = 0.0,
+        gate: Callable[[int, int], None] | None = None,
     ) -> None:
         self.send = send
         self.max_requests = max_requests
@@ -124,6 +141,9 @@ class Load:
         self.warm = warm
         #: Seconds each thread waits between its requests (see PACE).
         self.pace = pace
+        #: Called as ``gate(thread, n)`` before request ``n`` of ``thread`` is timed and
+        #: sent: a drill that makes the load wait for something (an error ends the thread).
+        self.gate = gate
         self._ready = threading.Barrier(THREADS + 1)
         self.samples: list[Sample] = []
         self._lock = threading.Lock()
@@ -143,11 +163,21 @@ class Load:
             for n in range(self.max_requests):
                 if self._stop.is_set() or time.monotonic() > deadline:
                     break
+                if self.gate is not None:
+                    try:
+                        self.gate(thread, n)
+                    except Exception as e:
+                        now = time.monotonic()
+                        refused = Sample("gate", now, now, 0, None, None, repr(e), thread)
+                        with self._lock:
+                            self.samples.append(refused)
+                        break
                 started = time.monotonic()
                 try:
                     kind, response = self.send(client, thread, n)
                 except Exception as e:  # an exception in the stack is what a 500 would be
-                    sample = Sample("?", started, time.monotonic(), 0, None, None, repr(e))
+                    ended = time.monotonic()
+                    sample = Sample("?", started, ended, 0, None, None, repr(e), thread)
                 else:
                     sample = Sample(
                         kind,
@@ -156,6 +186,7 @@ class Load:
                         response.status_code,
                         response.get("Retry-After"),
                         response.get("RateLimit"),
+                        thread=thread,
                     )
                 with self._lock:
                     self.samples.append(sample)
@@ -177,7 +208,7 @@ class Load:
         assert not any(t.is_alive() for t in self._threads), "a client thread hung"
         return self.snapshot()
 
-    def join(self, timeout: float = 30.0) -> None:
+    def join(self, timeout: float = 3 * WAIT) -> None:
         """Wait for the threads to finish their ``max_requests`` (or their deadline)."""
         for thread in self._threads:
             thread.join(timeout=timeout)
@@ -198,6 +229,28 @@ class Load:
             seen = len(samples)
             time.sleep(0.01)
         return None
+
+    def wait_count(
+        self, found: Callable[[Sample], bool], count: int, timeout: float = WAIT
+    ) -> bool:
+        """Poll until ``count`` samples satisfy ``found``; False if they did not within
+        ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while sum(map(found, self.snapshot())) < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def wait_every_thread(self, found: Callable[[Sample], bool], timeout: float = WAIT) -> bool:
+        """Poll until every thread has a sample satisfying ``found``; False if they did
+        not within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while {s.thread for s in self.snapshot() if found(s)} != set(range(THREADS)):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
     def __enter__(self) -> Load:
         return self.start()
@@ -239,9 +292,19 @@ def fail_policies(settings: Any) -> None:
     fail_mode_policies(items={"limit": 20}, login={"methods": "POST", "limit": 100_000})
 
 
+@pytest.fixture(autouse=True)
+def patient_timeout() -> Iterator[None]:
+    """Every drill's SOCKET_TIMEOUT is :data:`PATIENT_TIMEOUT` unless it asks for
+    :func:`explicit_timeout`. (A stopped server refuses connections at once: restarts do
+    not wait for it.)"""
+    with override_settings(RATELIMITS=ratelimits_settings(SOCKET_TIMEOUT=PATIENT_TIMEOUT)):
+        yield
+
+
 @pytest.fixture
-def explicit_timeout() -> Iterator[float]:
-    """The request path's Redis timeout, set explicitly (its default) for the drills."""
+def explicit_timeout(patient_timeout: None) -> Iterator[float]:
+    """The request path's Redis timeout, set explicitly (its default) for the drills that
+    measure it."""
     timeout = 0.1
     with override_settings(RATELIMITS=ratelimits_settings(SOCKET_TIMEOUT=timeout)):
         assert float(app_settings.SOCKET_TIMEOUT) == timeout
@@ -292,17 +355,19 @@ def test_redis_killed_mid_load(
     the name, and limiting again soon after the server is back."""
     timeout = explicit_timeout
     with Load(items_and_login, warm=True, pace=PACE) as load:
-        time.sleep(0.6)  # the baseline: Redis answering, items exhausted after 20
+        # The baseline: Redis answering, items exhausted after 20.
+        assert load.wait_for(limited_again(0.0), WAIT) is not None
+        assert load.wait_count(lambda s: True, PHASE)
         kill_called = time.monotonic()
         redis_server.kill()
         killed = time.monotonic()
-        time.sleep(1.0)
+        assert load.wait_count(lambda s: s.started >= killed, PHASE), "requests stopped"
         start_called = time.monotonic()
         redis_server.start()
         started = time.monotonic()
-        resumed = load.wait_for(limited_again(started), timeout=2.0)
+        resumed = load.wait_for(limited_again(started), WAIT)
         login_resumed = load.wait_for(
-            lambda s: s.kind == "login" and s.status == 400 and s.started >= started, 2.0
+            lambda s: s.kind == "login" and s.status == 400 and s.started >= started, WAIT
         )
     samples = load.stop()
     assert_never_an_error(samples)
@@ -320,8 +385,8 @@ def test_redis_killed_mid_load(
     print(f"\nkill: baseline p99 {ms(base_p99)}, down p99 {ms(down_p99)}, n={len(down)}")
     assert down_p99 - base_p99 <= timeout + SLACK, (ms(base_p99), ms(down_p99))
 
-    assert resumed is not None, "items was not limited again within 2 s of Redis starting"
-    assert login_resumed is not None, "login did not pass again within 2 s of Redis starting"
+    assert resumed is not None, "items was not limited again once Redis was back"
+    assert login_resumed is not None, "login did not pass again once Redis was back"
     print(f"kill: limiting resumed {ms(resumed - started)} after Redis started")
 
 
@@ -343,39 +408,55 @@ def load_under_flushes(
     limit: int,
     per_thread: int,
     interval: float | None,
-) -> tuple[list[Sample], int]:
+) -> tuple[list[Sample], list[float]]:
     """``per_thread`` GETs from each thread at the fail-open ``items`` (``limit`` per hour)
     while another connection sends ``command`` (a flush) every ``interval`` seconds, or once
-    when the load is under way (``None``). Returns the samples and the number of flushes."""
+    when the load is under way (``None``). Returns the samples and when each flush ended.
+
+    The load keeps pace with the flushes, however fast each runs: with ``interval``, a
+    thread's request ``n`` waits until ``n`` flushes were sent, so every thread's requests
+    are spread over the flushes; with one flush, each thread's second half waits for it."""
     Policy.objects.create(
         name="items", endpoint="api:items", algorithm="sliding_log", limit=limit, window=3600
     )
-    flushes = 0
+    flushed_at: list[float] = []
+    flushed = threading.Condition()
     stop = threading.Event()
 
     def flush() -> None:
-        nonlocal flushes
         while not stop.is_set():
             redis_client.execute_command(command)  # the test's connection, not the limiter's
-            flushes += 1
+            with flushed:
+                flushed_at.append(time.monotonic())
+                flushed.notify_all()
             if interval is None:
                 return
             time.sleep(interval)
 
+    def flushes_needed(n: int) -> int:
+        if interval is None:
+            return 1 if n >= per_thread // 2 else 0
+        return n
+
+    def gate(thread: int, n: int) -> None:
+        needed = flushes_needed(n)
+        with flushed:
+            if not flushed.wait_for(lambda: len(flushed_at) >= needed, timeout=WAIT):
+                raise AssertionError(f"flush {needed} was not sent within {WAIT} s")
+
     flusher = threading.Thread(target=flush, daemon=True)
-    load = Load(get_items, max_requests=per_thread, max_seconds=20, warm=interval is None)
+    load = Load(get_items, max_requests=per_thread, warm=interval is None, gate=gate)
     load.start()
-    if interval is None:
-        load.wait_for(lambda s: True, timeout=5.0)
-        assert len(load.snapshot()) < THREADS * per_thread / 2  # flushed mid-load
+    if interval is None:  # some requests before the flush
+        assert load.wait_for(lambda s: True, WAIT) is not None
     flusher.start()
     load.join()
     stop.set()
-    flusher.join(timeout=5)
+    flusher.join(timeout=WAIT)
     samples = load.stop()
     assert_never_an_error(samples)
     assert len(samples) == THREADS * per_thread
-    return samples, flushes
+    return samples, list(flushed_at)
 
 
 def test_one_flush_mid_load_is_recovered_exactly(
@@ -386,7 +467,13 @@ def test_one_flush_mid_load_is_recovered_exactly(
     pass uncounted: exactly ``limit`` passing shows that none fell back."""
     limit, per_thread = 40, 20
     samples, flushes = load_under_flushes(redis_client, flush_command, limit, per_thread, None)
-    assert flushes == 1
+    assert len(flushes) == 1
+    # Flushed mid-load: requests were answered before it, and every thread sent half its
+    # requests after it.
+    assert any(s.ended < flushes[0] for s in samples)
+    for thread in range(THREADS):
+        after = [s for s in samples if s.thread == thread and s.started > flushes[0]]
+        assert len(after) >= per_thread // 2, (thread, len(after))
     assert [s.status for s in samples].count(200) == limit - 2 * THREADS  # warm-up took 16
     assert all(s.decided_by_redis for s in samples)
     assert not [m for m in caplog.messages if "script failed" in m]
@@ -405,7 +492,11 @@ def test_flushed_repeatedly_mid_load_keeps_admission_exact(
     samples, flushes = load_under_flushes(
         redis_client, flush_command, limit, per_thread, FLUSH_INTERVAL
     )
-    assert flushes >= 20, flushes  # flushed throughout, not once
+    # Flushed throughout, not once: each thread's request n was sent after flush n.
+    assert len(flushes) >= per_thread - 1, len(flushes)
+    for thread in range(THREADS):
+        sent = sorted(s.started for s in samples if s.thread == thread)
+        assert all(sent[n] > flushes[n - 1] for n in range(1, per_thread)), thread
     assert [s.status for s in samples].count(200) == limit
     assert all(s.decided_by_redis for s in samples)
     assert redis_client.zcard("rl:{ip:127.0.0.1}:items:log") == limit
@@ -427,17 +518,16 @@ def test_redis_restarted_empty_mid_load_counts_afresh(
     )
     wait_clear_of_window_boundary(3600, margin=10.0)
     with Load(get_items) as load:
-        assert load.wait_for(lambda s: s.status == 429, timeout=5.0) is not None
-        time.sleep(0.1)
+        assert load.wait_for(lambda s: s.status == 429, WAIT) is not None
         restart_called = time.monotonic()
         redis_server.restart()
         # The old server had no slot left: a Redis-decided 200 now is the new server's.
         first = load.wait_for(
             lambda s: s.status == 200 and s.decided_by_redis and s.started >= restart_called,
-            timeout=3.0,
+            WAIT,
         )
         assert first is not None, "no request was admitted by the restarted Redis"
-        again = load.wait_for(limited_again(first), timeout=3.0)
+        again = load.wait_for(limited_again(first), WAIT)
     samples = load.stop()
     assert_never_an_error(samples)
     assert again is not None, "the limit was not reached again after the restart"
@@ -459,66 +549,107 @@ def test_redis_restarted_empty_mid_load_counts_afresh(
 # --- Redis slow: every client paused ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("pause", ["ALL", "WRITE"])
+@contextmanager
+def redis_held(how: str, redis_server: RedisServer, redis_client: redis.Redis) -> Iterator[None]:
+    """Redis holds commands until the block ends. ``stopped``: the process is stopped
+    (``SIGSTOP``), as a server stuck in a slow command: connections open, nothing answers.
+    (``DEBUG SLEEP`` is disabled in Redis 7's default config, and ``CLIENT PAUSE ALL``
+    would hold the ``CLIENT UNPAUSE`` that ends it too.) ``WRITE``: ``CLIENT PAUSE
+    WRITE``: the decide calls wait, reads (the table's version check) answer."""
+    if how == "stopped":
+        assert redis_server.process is not None
+        pid = redis_server.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    else:
+        redis_client.execute_command("CLIENT", "PAUSE", int(10 * WAIT * 1000), how)
+        try:
+            yield
+        finally:
+            redis_client.execute_command("CLIENT", "UNPAUSE")
+
+
+@pytest.mark.parametrize("how", ["stopped", "WRITE"])
 def test_redis_paused_mid_load_takes_the_fail_mode_within_the_timeout(
-    pause: str,
+    how: str,
     fail_policies: None,
     explicit_timeout: float,
     no_gc_pauses: None,
+    redis_server: RedisServer,
     redis_client: redis.Redis,
 ) -> None:
-    """``CLIENT PAUSE 500`` (``DEBUG SLEEP`` is disabled in Redis 7's default config): the
-    server holds every command for 500 ms, as a server stuck in a slow command would."""
+    """Redis holds every decide call (:func:`redis_held`) until each thread has been
+    answered without it: a request that waited for Redis would hold its thread until
+    then. Meanwhile each policy's fail mode, within the timeout."""
     timeout = explicit_timeout
-    pause_ms = 500
     with Load(items_and_login, warm=True, pace=PACE) as load:
-        time.sleep(0.5)
+        # The baseline: Redis answering, items exhausted after 20.
+        assert load.wait_for(limited_again(0.0), WAIT) is not None
+        assert load.wait_count(lambda s: True, PHASE)
         pause_called = time.monotonic()
-        redis_client.execute_command("CLIENT", "PAUSE", pause_ms, pause)
-        paused = time.monotonic()
-        unpaused = pause_called + pause_ms / 1000
-        time.sleep(pause_ms / 1000)
-        resumed = load.wait_for(limited_again(unpaused), timeout=2.0 + pause_ms / 1000)
+        with redis_held(how, redis_server, redis_client):
+            paused = time.monotonic()
+            answered = load.wait_count(lambda s: s.started >= paused, PHASE)
+            # Not hung: every request that started before now ends while Redis is held
+            # (its thread sends another).
+            now = time.monotonic()
+            none_waiting = load.wait_every_thread(lambda s: s.started >= now)
+            unpause_called = time.monotonic()
+        unpaused = time.monotonic()
+        resumed = load.wait_for(limited_again(unpaused), WAIT)
     samples = load.stop()
+    assert answered, "requests stopped while Redis was held"
+    assert none_waiting, "a request waited for Redis while it was held"
     assert_never_an_error(samples)
 
     baseline = [s for s in samples if s.ended <= pause_called]
-    during = [s for s in samples if paused <= s.started <= unpaused]
-    # A request started in the last timeout before the pause ends may get its answer.
-    held = [s for s in during if s.started <= unpaused - timeout - SLACK]
-    assert_fail_modes(held)
+    during = between(samples, paused, unpause_called)  # Redis decided none of them
+    assert_fail_modes(during)
 
-    # Not hung: no request waited for the pause to end. One request may pay the timeout
-    # twice (the policy-table version check, then the decide call, before the breaker
-    # opens), so the bound for the slowest one is two timeouts plus the slack.
+    # Within the timeout. One request may pay the timeout twice (the policy-table version
+    # check, then the decide call, before the breaker opens), so the bound for the
+    # slowest one is two timeouts plus the slack.
     slowest = max(s.duration for s in during)
     base_p99 = p99([s.duration for s in baseline])
     during_p99 = p99([s.duration for s in during])
     print(
-        f"\npause {pause}: baseline p99 {ms(base_p99)}, paused p99 {ms(during_p99)}, "
+        f"\npause {how}: baseline p99 {ms(base_p99)}, paused p99 {ms(during_p99)}, "
         f"slowest {ms(slowest)}, n={len(during)}"
     )
     slow = [(ms(s.started - paused), ms(s.duration)) for s in during if s.duration > timeout]
     assert during_p99 - base_p99 <= timeout + SLACK, slow
     assert slowest <= 2 * timeout + SLACK + base_p99, slow
-    assert slowest < pause_ms / 1000
 
     assert resumed is not None, "items was not limited again after the pause"
-    print(f"pause {pause}: limiting resumed {ms(resumed - unpaused)} after the pause ended")
+    print(f"pause {how}: limiting resumed {ms(resumed - unpaused)} after the pause ended")
 
 
 # --- A policy edited while 8 threads send requests ----------------------------------------
 
 
-def other_worker_edits(redis_client: redis.Redis, policy: Policy, column: str, value: Any) -> None:
+def other_worker_edits(redis_client: redis.Redis, policy: Policy, column: str, value: Any) -> bytes:
     """What another web worker's edit looks like to this one: a committed row (written
-    here without this process's signals) and a new version stamp in Redis."""
+    here without this process's signals) and a new version stamp in Redis, returned."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"UPDATE ratelimits_policy SET {column} = %s WHERE id = %s", [value, policy.pk]
         )
     stamp = uuid.uuid4().hex  # any new value: workers compare the stamp for equality
     redis_client.set(keys.version_key(app_settings.KEY_PREFIX), stamp)
+    return stamp.encode()
+
+
+def swapped_in(stamp: bytes) -> float:
+    """Wait until this process serves the table built for ``stamp`` (checked, built in
+    the background and swapped in: table and stamp are set together); when it was seen."""
+    deadline = time.monotonic() + WAIT
+    while table._cache.version != stamp:
+        assert time.monotonic() < deadline, f"no table for the new stamp within {WAIT} s"
+        time.sleep(0.005)
+    return time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -567,16 +698,18 @@ def test_a_policy_edited_under_load(name: str, redis_client: redis.Redis) -> Non
     )
     with Load(get_items) as load:
         if edit.limit < 100:
-            assert load.wait_for(lambda s: s.status == 429, timeout=5.0) is not None
+            assert load.wait_for(lambda s: s.status == 429, WAIT) is not None
         else:
             counted = load.wait_for(
-                lambda s: s.decided_by_redis and s.remaining() < edit.limit - 30, timeout=5.0
+                lambda s: s.decided_by_redis and s.remaining() < edit.limit - 30, WAIT
             )
             assert counted is not None
         change_called = time.monotonic()
         edit.change(policy)
         edited = time.monotonic()
-        time.sleep(0.3)
+        assert load.wait_count(lambda s: s.started >= edited, 20)
+        if edit.expected == "fresh":  # until the new key is used up
+            assert load.wait_for(lambda s: s.started >= edited and s.status == 429, WAIT)
     samples = load.stop()
     assert_never_an_error(samples)
     before = [s for s in samples if s.ended <= change_called]
@@ -613,38 +746,37 @@ def assert_new_setting_holds(expected: str, after: list[Sample], redis_client: r
         assert not any(s.ratelimit for s in after)
 
 
-def test_an_edit_by_another_worker_holds_within_the_refresh_interval(
+def test_an_edit_by_another_worker_holds_once_its_stamp_is_seen(
     redis_client: redis.Redis,
 ) -> None:
-    """Another worker's edits reach this process through the version stamp: requests that
-    start ``POLICY_REFRESH_INTERVAL`` after the commit, and the new table's build, see
-    them."""
-    bound = float(app_settings.POLICY_REFRESH_INTERVAL) + BUILD
+    """Another worker's edits reach this process through the version stamp, under load:
+    the table built for the new stamp is swapped in, and every request that starts from
+    then on sees the edit. (That a check falls due every ``POLICY_REFRESH_INTERVAL`` and
+    starts the build is tests/engine/test_table_reload.py's, on a moved clock; here the
+    time it took is printed.)"""
     limit = 20
     policy = Policy.objects.create(
         name="items", endpoint="api:items", algorithm="sliding_log", limit=limit, window=3600
     )
     with Load(get_items) as load:
-        assert load.wait_for(lambda s: s.status == 429, timeout=5.0) is not None
-        other_worker_edits(redis_client, policy, "mode", "shadow")
-        shadowed = time.monotonic()
-        time.sleep(bound + 0.3)
-        other_worker_edits(redis_client, policy, "enabled", False)
-        disabled = time.monotonic()
-        time.sleep(bound + 0.3)
+        assert load.wait_for(lambda s: s.status == 429, WAIT) is not None
+        shadow_called = time.monotonic()
+        shadowed = swapped_in(other_worker_edits(redis_client, policy, "mode", "shadow"))
+        assert load.wait_count(lambda s: s.started >= shadowed, 20)
+        disable_called = time.monotonic()
+        disabled = swapped_in(other_worker_edits(redis_client, policy, "enabled", False))
+        assert load.wait_count(lambda s: s.started >= disabled, 20)
     samples = load.stop()
     assert_never_an_error(samples)
-    shadow_phase = between(samples, shadowed + bound, disabled)
-    disabled_phase = [s for s in samples if s.started >= disabled + bound]
+    shadow_phase = between(samples, shadowed, disable_called)
+    disabled_phase = [s for s in samples if s.started >= disabled]
     assert len(shadow_phase) >= 20 and len(disabled_phase) >= 20
     assert_new_setting_holds("shadow", shadow_phase, redis_client)
     assert_new_setting_holds("gone", disabled_phase, redis_client)
-    # Propagation took effect, measured: the first request that saw each change.
-    took_shadow = min(s.started for s in samples if s.started >= shadowed and s.status == 200)
-    took_off = min(s.started for s in samples if s.started >= disabled and s.ratelimit is None)
+    interval = float(app_settings.POLICY_REFRESH_INTERVAL)
     print(
-        f"\nother worker: shadow after {ms(took_shadow - shadowed)}, "
-        f"disabled after {ms(took_off - disabled)} (bound {ms(bound)})"
+        f"\nother worker: shadow in force {ms(shadowed - shadow_called)}, disabled "
+        f"{ms(disabled - disable_called)} after the edit (interval {ms(interval)})"
     )
 
 
