@@ -17,6 +17,7 @@ from ratelimits.engine.decision import Decision
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
+from ratelimits.tools.applied import Applied
 from ratelimits.tools.inventory import policy_check
 from ratelimits.tools.leases import Lease, parse
 
@@ -55,11 +56,12 @@ class KeyDetail:
     #: The hash as stored (sliding_counter, fixed_window), for keys without a policy; for
     #: token_bucket its theoretical arrival time in microseconds, as "tat".
     raw: dict[str, str] = field(default_factory=dict)
+    rule: Applied | None = None
 
 
 def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPolicy]) -> KeyDetail:
     """Read ``name``'s state without changing it."""
-    check, note = policy_check(name, policies)
+    check, rule, note = policy_check(name, policies)
     # The transaction runs on the key's server (on a cluster, the node holding its slot).
     pipe = connection.node_client(client, name.key).pipeline(transaction=True)
     pipe.time()
@@ -94,6 +96,7 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
         policy=policies.get(name.policy),
         decision=decision,
         note="; ".join(filter(None, [note, foreign])),
+        rule=rule,
     )
     if foreign:
         return detail

@@ -21,6 +21,8 @@ from ratelimits.engine.decision import Decision
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
+from ratelimits.models import Policy
+from ratelimits.tools.applied import Applied, applied, with_overrides
 
 #: Keys per ``SCAN`` call (a hint to Redis) and per pipelined batch of reads.
 SCAN_BATCH = 1000
@@ -34,9 +36,13 @@ Progress = Callable[[int, int], None]
 class KeyUsage:
     """One key's current state.
 
-    ``decision`` is what the key's policy would answer for one more request now (``None``
-    when the policy is gone or now uses another algorithm, see ``note``). ``ttl`` is in
-    seconds (``None``: the key has no expiry); ``memory`` is ``MEMORY USAGE`` in bytes.
+    ``decision`` is what the key's policy, as it applies to the key's client, would
+    answer for one more request now (``None`` when the client is exempt, or the policy
+    is gone or now uses another algorithm, see ``note``). ``rule`` is what applies to the
+    client (:mod:`ratelimits.tools.applied`: the override's limit, or an exemption);
+    ``None`` when the policy is gone or the key is left over from another algorithm.
+    ``ttl`` is in seconds (``None``: the key has no expiry); ``memory`` is ``MEMORY
+    USAGE`` in bytes.
     """
 
     name: keys.KeyName
@@ -45,10 +51,18 @@ class KeyUsage:
     ttl: float | None
     memory: int | None
     note: str = ""
+    rule: Applied | None = None
 
     @property
     def count(self) -> float | None:
         return self.decision.count if self.decision else None
+
+    @property
+    def limit(self) -> int | None:
+        """The limit that applies to the client (an override's); ``None`` when exempt."""
+        if self.rule is None:
+            return self.policy.limit if self.policy else None
+        return self.rule.policy.limit if self.rule.policy else None
 
     @property
     def remaining(self) -> int | None:
@@ -57,10 +71,10 @@ class KeyUsage:
 
 
 def known_policies() -> dict[str, CompiledPolicy]:
-    """Every policy in the database by name, the disabled ones too (they may have keys)."""
-    from ratelimits.models import Policy
-
-    return {p.name: CompiledPolicy.from_model(p) for p in Policy.objects.all()}
+    """Every policy in the database by name, the disabled ones too (they may have keys),
+    with their overrides."""
+    compiled = with_overrides(CompiledPolicy.from_model(p) for p in Policy.objects.all())
+    return {policy.name: policy for policy in compiled}
 
 
 def key_count(client: Client) -> int:
@@ -168,16 +182,23 @@ def by_node(client: Client, items: list, *, key: Callable[[Any], str]) -> dict[A
 
 def policy_check(
     name: keys.KeyName, policies: dict[str, CompiledPolicy]
-) -> tuple[limiter.Check | None, str]:
-    """The check that reads ``name`` as its policy would, or ``None`` and why not."""
+) -> tuple[limiter.Check | None, Applied | None, str]:
+    """The check that reads ``name`` as the request path would for its client (under the
+    override that applies to it), what applies to the client, and why there is no check
+    when there is none (an exempt client has no check and no note)."""
     policy = policies.get(name.policy)
     if policy is None:
-        return None, "policy deleted"
+        return None, None, "policy deleted"
     if policy.algorithm != name.algorithm:
-        return None, f"left over: the policy now uses {policy.algorithm}"
-    if (name.shard is None) != (policy.shards == 1) or (name.shard or 0) >= policy.shards:
-        return None, f"left over: the policy now has {policy.shards} shard(s)"
-    return limiter.Check(policy, name.identity, name.shard or 0), ""
+        return None, None, f"left over: the policy now uses {policy.algorithm}"
+    rule = applied(policy, name.identity)
+    if rule.policy is None:
+        return None, rule, ""
+    shards = rule.policy.shards  # an override's lower limit may leave fewer shards
+    if (name.shard is None) != (shards == 1) or (name.shard or 0) >= shards:
+        whose = f" under {rule.override}" if rule.override else ""
+        return None, rule, f"left over: the policy now has {shards} shard(s){whose}"
+    return limiter.Check(rule.policy, name.identity, name.shard or 0), rule, ""
 
 
 def _read_batch(
@@ -199,15 +220,15 @@ def _read_node_batch(
     pipe = client.pipeline(transaction=False)
     plans = []
     for name in names:
-        check, note = policy_check(name, policies)
+        check, rule, note = policy_check(name, policies)
         if check is not None:
             limiter.queue_peek([check], pipe)
         pipe.pttl(name.key)
         pipe.memory_usage(name.key)
-        plans.append((name, check, note))
+        plans.append((name, check, rule, note))
     replies = iter(pipe.execute(raise_on_error=False))
     found = []
-    for name, check, note in plans:
+    for name, check, rule, note in plans:
         decision = None
         if check is not None:
             reply = next(replies)
@@ -226,6 +247,7 @@ def _read_node_batch(
                 ttl=pttl / 1000 if isinstance(pttl, int) and pttl >= 0 else None,
                 memory=memory if isinstance(memory, int) else None,
                 note=note,
+                rule=rule,
             )
         )
     return found
@@ -239,9 +261,45 @@ def reset(client: Client, policy: str, identity: str | None = None) -> int:
 def top(
     client: Client, policy: CompiledPolicy, *, count: int = 20, scan_limit: int = 10_000
 ) -> tuple[list[KeyUsage], int]:
-    """The ``count`` clients with the highest counts under ``policy``, and how many keys
-    were read (at most ``scan_limit``, so a huge key space costs a bounded scan)."""
+    """The ``count`` clients with the highest counts under ``policy`` (with its overrides
+    attached: each client is read under the limit that applies to it; exempt clients
+    come last), and how many keys were read (at most ``scan_limit``, so a huge key space
+    costs a bounded scan)."""
     names = list(scan(client, policy=policy.name, limit=scan_limit))
-    found = [u for u in usage(client, names, {policy.name: policy}) if u.decision is not None]
-    found.sort(key=lambda u: (-(u.count or 0), u.name.identity))
+    found = [
+        u
+        for u in usage(client, names, {policy.name: policy})
+        if u.decision is not None or (u.rule is not None and u.rule.exempt)
+    ]
+    found.sort(key=lambda u: (u.decision is None, -(u.count or 0), u.name.identity))
     return found[:count], len(names)
+
+
+def nearest_limits(
+    client: Client,
+    policies: dict[str, CompiledPolicy],
+    *,
+    count: int = 5,
+    scan_limit: int = 10_000,
+) -> tuple[dict[str, list[KeyUsage]], int]:
+    """Per policy, the ``count`` clients that used the most of the limit that applies to
+    each (an override's, for an overridden client) and have a count, most first;
+    and how many keys were read (at most ``scan_limit``, over every policy)."""
+    names = list(scan(client, limit=scan_limit))
+    found: dict[str, list[KeyUsage]] = {}
+    for u in usage(client, names, policies):
+        if u.decision is not None and u.count:
+            found.setdefault(u.name.policy, []).append(u)
+    for rows in found.values():
+        rows.sort(key=lambda u: (-used_share(u), u.name.key))
+        del rows[count:]
+    return found, len(names)
+
+
+def used_share(u: KeyUsage) -> float:
+    """How much of the limit that applies to the client it has used: 1.0 when it has
+    nothing left now."""
+    limit = u.limit or 0
+    if u.remaining is None or limit <= 0:
+        return 0.0
+    return max(0.0, min(1.0, (limit - u.remaining) / limit))

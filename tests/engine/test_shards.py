@@ -110,7 +110,7 @@ def test_tools_read_each_shard_and_flag_a_changed_shard_count(redis_client):
         name="hot", endpoint="api:items", algorithm="sliding_log", limit=8, window=3600,
         key="global",
     )  # fmt: skip
-    check, note = inventory.policy_check(usage[0].name, {"hot": fewer})
+    check, _, note = inventory.policy_check(usage[0].name, {"hot": fewer})
     assert check is None and note == "left over: the policy now has 1 shard(s)"
 
 
