@@ -15,6 +15,7 @@ from ratelimits.conf import app_settings
 from ratelimits.engine import identity, keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
+from ratelimits.tools.applied import Applied, applied
 
 KEY_COLUMNS = (
     "key",
@@ -64,15 +65,25 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
             + ("" if u.name.shard is None else f" [shard {u.name.shard}]"),
             u.name.algorithm,
             u.count,
-            u.policy.limit if u.policy else None,
+            u.limit,
             u.remaining,
             output.seconds(u.ttl),
             u.memory,
+            _override_label(u.rule) or "-",
+            u.note,
         ]
-        + ([u.note] if u.note else [])
         for u in found
     ]
-    headers = KEY_COLUMNS + (("note",) if any(u.note for u in found) else ())
+    # Like check's override column and the note column: only when a row has one.
+    headers = KEY_COLUMNS
+    if any(_override_label(u.rule) for u in found):
+        headers += ("override",)
+    else:
+        rows = [row[:-2] + row[-1:] for row in rows]
+    if any(u.note for u in found):
+        headers += ("note",)
+    else:
+        rows = [row[:-1] for row in rows]
     if rows:
         command.stdout.write(output.table(headers, rows, numeric=NUMERIC))
     total = sum(u.memory or 0 for u in found)
@@ -99,6 +110,11 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
     else:
         mode = "enforce" if policy.enforce else "shadow"
         write(f"policy     {policy.name}: {policy.algorithm}, {policy.rate}, {mode}")
+    rule = detail.rule
+    if rule is not None and rule.exempt:
+        write(f"override   {rule.label}: not counted")
+    elif rule is not None and rule.policy is not None and rule.override:
+        write(f"override   {rule.override}: {rule.policy.rate}")
     kind = identity.describe(name.identity)
     write(f"identity   {_identity_label(name.identity, usernames)}, {kind}")
     write(f"now        {inspection.iso(detail.now_us)} (Redis TIME)")
@@ -113,6 +129,8 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
             write(f"next       allowed; {decision.available} left now")
         else:
             write(f"next       denied; retry in {output.seconds(decision.retry_after)}")
+    elif rule is not None and rule.exempt:
+        write("next       allowed; exempt, not counted")
     if inspection.is_log(name.algorithm):
         _write_entries(command, detail)
     elif name.algorithm == "concurrency":
@@ -181,7 +199,10 @@ def _key_to_inspect(options: dict[str, Any], policies: dict[str, Any]) -> keys.K
     if options["policy"] is None or options["identity"] is None:
         raise CommandError("Give a KEY, or both --policy and --identity.")
     policy = find_policy(options["policy"], policies)
-    key = policy.key_for(parse_identity(options["identity"]))
+    who = parse_identity(options["identity"])
+    # The client's key under the limit that applies to it (an override's may leave a
+    # sharded policy fewer shards, or none).
+    key = (applied(policy, who).policy or policy).key_for(who)
     parsed = keys.parse_key(key, app_settings.KEY_PREFIX)
     assert parsed is not None
     return parsed
@@ -231,9 +252,10 @@ def _usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str,
         "shard": u.name.shard,
         "algorithm": u.name.algorithm,
         "count": u.count,
-        "limit": u.policy.limit if u.policy else None,
+        "limit": u.limit,
         "window": u.policy.window if u.policy else None,
         "remaining": u.remaining,
+        **_rule_record(u.rule),
         "ttl": u.ttl,
         "memory": u.memory,
         "note": u.note,
@@ -259,7 +281,11 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
         "remaining": decision.available if decision else None,
         "allowed": decision.allowed if decision else None,
         "retry_after": decision.retry_after if decision else None,
+        **_rule_record(d.rule),
     }
+    if d.rule is not None and d.rule.exempt:  # the request path lets it through, uncounted
+        record["window"] = d.policy.window if d.policy else None
+        record["allowed"] = True
     if inspection.is_log(d.name.algorithm):
         record["entries"] = [
             {"time": inspection.iso(at), "age": (d.now_us - at) / 1_000_000} for at in d.entries
@@ -287,6 +313,20 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
         ]
         record["stored"] = d.raw
     return record
+
+
+def _rule_record(rule: Applied | None) -> dict[str, Any]:
+    """Which override applied to the client (``None``: none did), and whether it exempts
+    it, as ``check --json`` says it."""
+    return {
+        "override": (rule.override or None) if rule else None,
+        "exempt": rule.exempt if rule else False,
+    }
+
+
+def _override_label(rule: Applied | None) -> str:
+    """The override column's cell: ``user bob``, ``exempt (group staff)``; "" for none."""
+    return rule.label if rule else ""
 
 
 def _identity_record(tag: str, usernames: dict[str, str]) -> dict[str, Any]:

@@ -295,6 +295,8 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
         "limit",
         "window",
         "remaining",
+        "override",
+        "exempt",
         "ttl",
         "memory",
         "note",
@@ -312,6 +314,8 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
         "limit": 5,
         "window": 60,
         "remaining": 3,  # what the client may still send now
+        "override": None,
+        "exempt": False,
         "note": "",
     }
     assert 55 < log["ttl"] <= 60
