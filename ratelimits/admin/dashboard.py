@@ -1,5 +1,7 @@
 """The admin dashboard: allowed, denied and shadow-denied requests per policy per minute
-over the last hour, as server-rendered SVG (no JavaScript, no CDN)."""
+over the last hour, as server-rendered SVG (no JavaScript, no CDN), and under each chart
+the clients nearest their limits now, each under the limit that applies to it (its
+override's, when one does)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from ratelimits.admin.chart import render_svg
+from ratelimits.admin.usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
 from ratelimits.engine import stats
 from ratelimits.engine.store import connection
@@ -54,18 +57,21 @@ class DashboardAdmin(admin.ModelAdmin):
             raise PermissionDenied
         names = list(Policy.objects.order_by("name").values_list("name", flat=True))
         charts: list[dict[str, Any]] = []
+        clients: NearestLimits | None = None
         error = ""
         try:
             series = stats.series(names, minutes=MINUTES)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             error = f"Redis did not answer: {e}"
         else:
+            clients = nearest_limits()
             for name in series.policies:
                 charts.append(
                     {
                         "policy": name,
                         "svg": render_svg(series, name),
                         "totals": {what: series.total(name, what) for what in stats.OUTCOMES},
+                        "clients": clients.by_policy.get(name, []),
                     }
                 )
         context = {
@@ -74,6 +80,7 @@ class DashboardAdmin(admin.ModelAdmin):
             "subtitle": f"Requests per policy per minute, last {MINUTES} minutes",
             "opts": self.opts,
             "charts": charts,
+            "clients": clients,
             "error": error,
             "flush_interval": app_settings.METRICS_FLUSH_INTERVAL,
             **(extra_context or {}),

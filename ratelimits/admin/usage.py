@@ -1,4 +1,6 @@
-"""The change page's live-usage panel: the busiest clients of a policy, and resets."""
+"""What clients use now: the change page's live-usage panel (the busiest clients of a
+policy, and resets) and the dashboard's clients nearest their limits. Each client is shown
+under the limit that applies to it: its override's, or none when an override exempts it."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ from ratelimits.engine.policy import CONCURRENCY, CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.tools import inventory, leases
+from ratelimits.tools.applied import with_overrides
 
 TOP_CLIENTS = 20
 SCAN_LIMIT = 10_000
+#: The dashboard's clients listed per policy, nearest their limits first.
+NEAREST_CLIENTS = 5
 #: A concurrency client's requests in progress listed, oldest first; the rest are counted.
 LEASES_SHOWN = 10
 
@@ -26,17 +31,24 @@ class LeaseRow:
 
 @dataclass(frozen=True, slots=True)
 class ClientRow:
+    """One client: its count and what it has left under the limit that applies to it
+    (``limit``: its override's, when one applies; ``None`` when ``exempt``)."""
+
     identity: str
     hashed: bool
     count: float
     remaining: int
-    limit: int
+    limit: int | None
     reset: float
     ttl: float | None
     #: concurrency: the client's requests in progress, oldest first (at most
     #: :data:`LEASES_SHOWN`), and how many more there are.
     leases: tuple[LeaseRow, ...] = ()
     more_leases: int = 0
+    #: The override that applied ("user bob", "group partners", "203.0.113.0/24"), or "".
+    override: str = ""
+    #: True when the override exempts the client: its requests are not counted.
+    exempt: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +65,7 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
     """The top clients by count under ``policy``; an ``error`` when Redis cannot answer.
     For a concurrency policy, each client's requests in progress too. Consumes nothing."""
     concurrency = policy.algorithm == CONCURRENCY
+    [policy] = with_overrides([policy])
     try:
         client = connection.get_tool_client()
         found, keys_read = inventory.top(client, policy, count=TOP_CLIENTS, scan_limit=SCAN_LIMIT)
@@ -64,14 +77,8 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
         live = held[u.name.key].live if u.name.key in held else ()
         now_us = held[u.name.key].now_us if live else 0
         rows.append(
-            ClientRow(
-                identity=u.name.identity,
-                hashed=is_hashed(u.name.identity),
-                count=u.count or 0.0,
-                remaining=u.remaining or 0,
-                limit=policy.limit,
-                reset=u.decision.reset if u.decision else 0.0,
-                ttl=u.ttl,
+            client_row(
+                u,
                 leases=tuple(
                     LeaseRow(lease.age(now_us), lease.ends_in(now_us))
                     for lease in live[:LEASES_SHOWN]
@@ -80,6 +87,50 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
             )
         )
     return LiveUsage(rows, keys_read, truncated=keys_read >= SCAN_LIMIT, concurrency=concurrency)
+
+
+def client_row(
+    u: inventory.KeyUsage, leases: tuple[LeaseRow, ...] = (), more_leases: int = 0
+) -> ClientRow:
+    """``u`` as a row of the admin's tables."""
+    return ClientRow(
+        identity=u.name.identity,
+        hashed=is_hashed(u.name.identity),
+        count=u.count or 0.0,
+        remaining=u.remaining or 0,
+        limit=u.limit,
+        reset=u.decision.reset if u.decision else 0.0,
+        ttl=u.ttl,
+        leases=leases,
+        more_leases=more_leases,
+        override=u.rule.override if u.rule else "",
+        exempt=u.rule.exempt if u.rule else False,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NearestLimits:
+    """The dashboard's clients: per policy, those that used the most of their limits."""
+
+    by_policy: dict[str, list[ClientRow]]
+    keys_read: int
+    truncated: bool
+    error: str = ""
+
+
+def nearest_limits() -> NearestLimits:
+    """Per policy, the :data:`NEAREST_CLIENTS` clients that used the most of the limit
+    that applies to each, from one bounded scan of every policy's keys (at most
+    :data:`SCAN_LIMIT` read); an ``error`` when Redis cannot answer. Consumes nothing."""
+    try:
+        client = connection.get_tool_client()
+        found, keys_read = inventory.nearest_limits(
+            client, inventory.known_policies(), count=NEAREST_CLIENTS, scan_limit=SCAN_LIMIT
+        )
+    except (*connection.REDIS_ERRORS, ConfigurationError) as e:
+        return NearestLimits({}, 0, False, error=f"Redis did not answer: {e}")
+    by_policy = {name: [client_row(u) for u in rows] for name, rows in found.items()}
+    return NearestLimits(by_policy, keys_read, truncated=keys_read >= SCAN_LIMIT)
 
 
 def reset_counters(policy_name: str, who: str | None = None) -> int:
