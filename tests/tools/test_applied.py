@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 from django.test import RequestFactory
 
-from ratelimits.engine.identity import user_identity
+from ratelimits.engine.identity import principal_identity, user_identity
 from ratelimits.engine.overrides import compile_rules
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.http import facts
@@ -23,6 +23,8 @@ from tests.helpers import hashed
 pytestmark = pytest.mark.django_db
 
 SECRET = "k3y-Of-Partner-ACME-7f2b"
+#: What an API client authenticates as when it is not a user (django-ninja's request.auth).
+PRINCIPAL = "acme-key"
 
 
 @pytest.fixture
@@ -47,6 +49,7 @@ def site() -> dict[str, Any]:
     PolicyOverride.objects.create(policy=search, group=partners, limit=6)
     PolicyOverride.objects.create(policy=search, group=staff, exempt=True)
     PolicyOverride.objects.create(policy=search, identity="203.0.113.0/24", limit=6)
+    PolicyOverride.objects.create(policy=search, identity=principal_identity(PRINCIPAL), limit=6)
     PolicyOverride.objects.create(policy=by_key, identity=SECRET, limit=6)
     return {"bob": bob, "alice": alice, "carol": carol, "dave": dave}
 
@@ -69,6 +72,7 @@ def test_each_kind_of_override_names_the_rule_and_gives_its_limit(site):
             user_identity(site["dave"].pk),
             "ip:203.0.113.9",
             "ip:198.51.100.1",
+            principal_identity(PRINCIPAL),
         )
     }
     found[hashed(SECRET)] = applied(by_key, hashed(SECRET))
@@ -80,6 +84,10 @@ def test_each_kind_of_override_names_the_rule_and_gives_its_limit(site):
             f"u:{site['dave'].pk}": ("", 3),
             "ip:203.0.113.9": ("203.0.113.0/24", 6),
             "ip:198.51.100.1": ("", 3),
+            principal_identity(PRINCIPAL): (
+                f"API client (hashed {principal_identity(PRINCIPAL)[2:10]}…)",
+                6,
+            ),
             hashed(SECRET): (f"API key (hashed {hashed(SECRET)[2:10]}…)", 6),
         }
     )
@@ -96,7 +104,7 @@ def test_an_exempt_client_has_no_policy_and_says_which_override(site, settings):
     assert (network.policy, network.override) == (None, EXEMPT_NETWORKS)
 
 
-@pytest.mark.parametrize("who", ["bob", "alice", "carol", "dave", None])
+@pytest.mark.parametrize("who", ["bob", "alice", "carol", "dave", "api client", None])
 @pytest.mark.parametrize("address", ["203.0.113.9", "198.51.100.1"])
 def test_the_rule_of_a_keys_identity_is_the_request_paths(site, who, address):
     """For each client, the policy the request path applies (``facts.checks_for``, as
@@ -104,7 +112,9 @@ def test_the_rule_of_a_keys_identity_is_the_request_paths(site, who, address):
     in; a client the request path leaves out is exempt."""
     policies = compiled()
     request = RequestFactory().get("/api/search/", REMOTE_ADDR=address)
-    request.user = site[who] if who else AnonymousUser()
+    request.user = site[who] if who in site else AnonymousUser()
+    if who == "api client":
+        request.auth = PRINCIPAL
     request.META["HTTP_X_API_KEY"] = SECRET
     checks = {c.policy.name: c for c in facts.checks_for(request, policies.values())}
     for name, policy in policies.items():
