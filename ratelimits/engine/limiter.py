@@ -25,6 +25,7 @@ import redis
 from redis.commands.core import Script
 
 from ratelimits.conf import app_settings
+from ratelimits.engine import near_limit
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial
@@ -60,7 +61,9 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     ``record=False`` only looks: nothing is written. ``now`` (seconds since the epoch)
     replaces the Redis clock, for replaying exact timelines in tests; only requests on
     the Redis clock use and feed the worker's remembered denials. A recorded request is
-    counted once (stats, the dashboard, Prometheus), with the time it took here.
+    counted once (stats, the dashboard, Prometheus), with the time it took here; an
+    admitted one names in ``verdict.near_limit`` the policies it took near their limits
+    (:mod:`ratelimits.engine.near_limit`).
     """
     if not checks:
         return Verdict()
@@ -142,6 +145,8 @@ class _Request:
                 if check.policy.gives_back:
                     verdict.receipt = receipt_of(checks, reply, REPLY_FIELDS)
                     break
+            if verdict.allowed:
+                verdict.near_limit = near_limit.crossed(checks, verdict.decisions)
             _report(verdict, self.started, "redis")
         return verdict
 
@@ -359,10 +364,10 @@ async def _arun(
     call = decide_call(checks, record=record, now=now, keys=keys)
     try:
         return await async_caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
-    except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
-        # A moving slot is rare: redis-py's sync cluster client follows it, off the loop.
+    except (redis.exceptions.AskError, redis.exceptions.TryAgainError) as moving:
+        # A moving slot is rare: followed as on the sync path, off the loop.
         args = _arguments(checks, record, now)
-        return await asyncio.to_thread(_run_redirected, client, keys, args)
+        return await asyncio.to_thread(_follow, client, moving, keys, args)  # type: ignore[no-any-return]
 
 
 def _send(
@@ -378,15 +383,34 @@ def _send(
     node = connection.node_client(client, keys[0])
     try:
         return caller.for_pool(node.connection_pool).call(call)  # type: ignore[no-any-return]
-    except (redis.exceptions.AskError, redis.exceptions.TryAgainError):
-        return _run_redirected(client, keys, arguments())  # type: ignore[no-any-return]
+    except (redis.exceptions.AskError, redis.exceptions.TryAgainError) as moving:
+        return _follow(client, moving, keys, arguments())  # type: ignore[no-any-return]
 
 
-def _run_redirected(client: Client, keys: list[str], args: list[str]) -> Any:
-    """The call through redis-py's cluster client, after the slot moved or while it moves:
-    it follows the redirection (and updates its slot map), running the source so that
-    the new node needs nothing loaded."""
-    return client.execute_command("EVAL", scripts.decide_source(), len(keys), *keys, *args)
+def _follow(client: Client, moving: Exception, keys: list[str], args: list[str]) -> Any:
+    """The call for ``keys`` while their slot moves (``moving``: the ``ASK`` or ``TRYAGAIN``
+    the owner answered), running the source so that no node needs anything loaded.
+
+    ``ASK`` is followed here: ``ASKING``, then the call, on the node it names. redis-py's
+    cluster client fails on an ``ASK`` to a primary that owns no slot yet, as a new one
+    while it fills (its node cache has no such node: redis-py #4015). ``TRYAGAIN`` goes
+    through redis-py's client, which waits and retries. Whatever that client raises that
+    is not a Redis error is turned into one, so that the request gets its policies' fail
+    mode, never a 500."""
+    source = scripts.decide_source()
+    if isinstance(moving, redis.exceptions.AskError):
+        pipe = connection.asked_client(client, moving.host, moving.port).pipeline(transaction=False)
+        pipe.execute_command("ASKING")
+        pipe.execute_command("EVAL", source, len(keys), *keys, *args)
+        return pipe.execute()[1]
+    try:
+        return client.execute_command("EVAL", source, len(keys), *keys, *args)
+    except connection.REDIS_ERRORS:
+        raise
+    except Exception as e:  # the cluster client's own failure while following a redirection
+        raise redis.exceptions.ClusterError(
+            f"the cluster client failed to follow a moving slot: {e!r}"
+        ) from e
 
 
 #: The decide function's second argument that gives back (``lua/give_back.lua``).

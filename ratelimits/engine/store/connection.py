@@ -45,6 +45,8 @@ TOOL_SOCKET_TIMEOUT = 5.0
 
 _lock = threading.Lock()
 _clients: dict[str, Client] = {}
+#: Clients of nodes an ``ASK`` named that the cluster client did not know (:func:`asked_client`).
+_asked: dict[tuple[str, int], redis.Redis] = {}
 
 
 def get_client() -> Client:
@@ -81,6 +83,25 @@ def node_client(client: Client, key: str) -> redis.Redis:
     if isinstance(client, RedisCluster):
         return client.get_redis_connection(client.get_node_from_key(key))
     return client
+
+
+def asked_client(client: RedisCluster, host: str, port: int) -> redis.Redis:
+    """A client of the node an ``ASK`` names, with the cluster's connection settings:
+    the cluster client's own when it knows the node, else one made here (a primary that
+    owns no slot yet is not among redis-py's nodes) and kept until :func:`reset`."""
+    known = client.get_node(host=host, port=port)
+    if known is not None and known.redis_connection is not None:
+        return known.redis_connection
+    with _lock:
+        made = _asked.get((host, port))
+        if made is None:
+            known_pool = client.get_default_node().redis_connection.connection_pool
+            pool = redis.ConnectionPool(
+                connection_class=known_pool.connection_class,
+                **{**known_pool.connection_kwargs, "host": host, "port": port},
+            )
+            made = _asked[(host, port)] = redis.Redis(connection_pool=pool)
+        return made
 
 
 def slot_of(client: Client, key: str) -> int:
@@ -126,8 +147,9 @@ def describe(client: Client) -> str:
 def reset() -> None:
     """Forget the clients (settings changed); the next call builds new ones."""
     with _lock:
-        old = list(_clients.values())
+        old = [*_clients.values(), *_asked.values()]
         _clients.clear()
+        _asked.clear()
     caller.reset()
     async_caller.reset()
     for client in old:

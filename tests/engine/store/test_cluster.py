@@ -17,6 +17,7 @@ from ratelimits.engine import limiter
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection, scripts
 from ratelimits.models import Policy
+from ratelimits.testutils import RedisServer, free_cluster_port
 from ratelimits.tools import inventory
 from tests.helpers import decide_calls, item_statuses, libraries, server_major
 
@@ -134,3 +135,55 @@ def test_a_restarted_primary_costs_only_its_own_slots(
     if server_major(redis_client) >= 7:
         for node in redis_cluster.nodes:
             assert libraries(node.client()) == [scripts.library_name()]
+
+
+def test_a_slot_moving_to_a_primary_the_client_does_not_know_yet_is_decided_there(
+    client, redis_client, redis_cluster
+):
+    """Growing a cluster: a new primary that owns no slot yet imports one (``CLUSTER
+    SETSLOT ... IMPORTING``/``MIGRATING``, as ``redis-cli --cluster reshard`` does). A key
+    not yet moved is answered with ASK to that primary, which redis-py's cluster client
+    does not know (it owns no slot: redis-py #4015): the limiter follows the ASK itself,
+    so the request is decided by Redis, on the new primary, and never answers 500."""
+    policy = make("items", 2, "ip")
+    ip = "198.51.100.77"
+    key = policy.key_for(f"ip:{ip}")
+    slot = redis_client.keyslot(key)
+    (owner,) = [
+        n for n in redis_cluster.nodes if redis_client.get_node_from_key(key).port == n.port
+    ]
+    with RedisServer(free_cluster_port(), extra=redis_cluster.nodes[0].extra) as new:
+        owner.client().cluster("meet", "127.0.0.1", str(new.port))
+        new_id = new.client().cluster("myid").decode()
+        owner_id = owner.client().cluster("myid").decode()
+        deadline = time.monotonic() + 30
+        while not joined(owner, new_id) or not sees_every_slot(new):
+            assert time.monotonic() < deadline, "the new primary did not join"
+            time.sleep(0.05)
+        new.client().cluster("setslot", str(slot), "importing", owner_id)
+        owner.client().cluster("setslot", str(slot), "migrating", new_id)
+        try:
+            assert item_statuses(client, ip, 3) == [200, 200, 429]
+            # Decided on the new primary: the key was created there, not on the owner.
+            asking = new.client().pipeline(transaction=False)
+            asking.execute_command("ASKING")
+            asking.zcard(key)
+            assert asking.execute()[1] == 2
+            assert owner.client().cluster("countkeysinslot", slot) == 0
+        finally:
+            owner.client().cluster("setslot", str(slot), "stable")
+            for node in redis_cluster.nodes:
+                if joined(node, new_id):
+                    node.client().cluster("forget", new_id)
+
+
+def joined(node: RedisServer, node_id: str) -> bool:
+    """Whether ``node`` knows the node ``node_id``."""
+    return node_id.encode() in node.client().execute_command("CLUSTER", "NODES")
+
+
+def sees_every_slot(node: RedisServer) -> bool:
+    """Whether ``node`` knows an owner for every slot (gossip has told it the cluster)
+    and serves: its cluster state is ok."""
+    info = node.client().cluster("info")
+    return int(info["cluster_slots_assigned"]) == 16384 and info["cluster_state"] == "ok"
