@@ -391,13 +391,17 @@ def _follow(client: Client, moving: Exception, keys: list[str], args: list[str])
     """The call for ``keys`` while their slot moves (``moving``: the ``ASK`` or ``TRYAGAIN``
     the owner answered), running the source so that no node needs anything loaded.
 
-    ``ASK`` is followed here: ``ASKING``, then the call, on the node it names. redis-py's
-    cluster client fails on an ``ASK`` to a primary that owns no slot yet, as a new one
-    while it fills (its node cache has no such node: redis-py #4015). ``TRYAGAIN`` goes
-    through redis-py's client, which waits and retries. Whatever that client raises that
-    is not a Redis error is turned into one, so that the request gets its policies' fail
-    mode, never a 500."""
+    ``ASK`` and ``MOVED`` (redis-py's ``MovedError`` is an ``AskError``) are followed
+    here: ``ASKING``, then the call, on the node named; after ``MOVED`` the client's slot
+    map learns the new owner, so the next requests go there at once. redis-py's cluster
+    client fails on an ``ASK`` to a primary that owns no slot yet, as a new one while it
+    fills (its node cache has no such node: redis-py #4015). ``TRYAGAIN`` goes through
+    redis-py's client, which waits and retries. Whatever that client raises that is not a
+    Redis error is turned into one, so that the request gets its policies' fail mode,
+    never a 500."""
     source = scripts.decide_source()
+    if isinstance(moving, redis.exceptions.MovedError):
+        connection.learn_moved(client, moving)
     if isinstance(moving, redis.exceptions.AskError):
         pipe = connection.asked_client(client, moving.host, moving.port).pipeline(transaction=False)
         pipe.execute_command("ASKING")

@@ -16,6 +16,7 @@ Tools that work node by node (``SCAN``, pipelines of script calls) use
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, TypeAlias
 from urllib.parse import SplitResult, unquote, urlsplit
 
@@ -58,11 +59,29 @@ def get_client() -> Client:
 
 
 def get_tool_client() -> Client:
-    """A client for inspecting and resetting keys: same server, ``TOOL_SOCKET_TIMEOUT``."""
+    """A client for inspecting and resetting keys: same server, ``TOOL_SOCKET_TIMEOUT``.
+
+    A cluster's is made to read the cluster's layout again (``CLUSTER SLOTS``) when it
+    last did more than :data:`TOPOLOGY_TTL` seconds ago, so a long-running process (the
+    admin) sees primaries added and slots moved since: tools scan every primary."""
     client = _clients.get("tool")
     if client is None:
         client = _get_or_create("tool", TOOL_SOCKET_TIMEOUT)
+    elif isinstance(client, RedisCluster):
+        _refresh_topology(client)
     return client
+
+
+#: Seconds a tool client's view of a cluster's layout is trusted.
+TOPOLOGY_TTL = 1.0
+_topology_read: dict[int, float] = {}
+
+
+def _refresh_topology(client: RedisCluster) -> None:
+    now = time.monotonic()
+    if now - _topology_read.get(id(client), 0.0) >= TOPOLOGY_TTL:
+        client.nodes_manager.initialize()
+        _topology_read[id(client)] = now
 
 
 def is_cluster(client: Client) -> bool:
@@ -102,6 +121,15 @@ def asked_client(client: RedisCluster, host: str, port: int) -> redis.Redis:
             )
             made = _asked[(host, port)] = redis.Redis(connection_pool=pool)
         return made
+
+
+def learn_moved(client: RedisCluster, moved: redis.exceptions.MovedError) -> None:
+    """Teach the cluster client's slot map the owner a ``MOVED`` named (a slot resharded
+    since the map was read): redis-py 6 and newer name it ``move_slot``, older ones
+    ``update_moved_exception``."""
+    nodes = client.nodes_manager
+    learn = getattr(nodes, "move_slot", None) or nodes.update_moved_exception
+    learn(moved)
 
 
 def slot_of(client: Client, key: str) -> int:

@@ -7,17 +7,23 @@ The algorithm, throttle and command test modules also run against this cluster (
 
 from __future__ import annotations
 
+import io
+import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import redis
+from django.core.management import call_command
 from redis.cluster import RedisCluster
 
 from ratelimits.engine import limiter
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection, scripts
 from ratelimits.models import Policy
-from ratelimits.testutils import RedisServer, free_cluster_port
+from ratelimits.testutils import RedisClusterServers, RedisServer, free_cluster_port
 from ratelimits.tools import inventory
 from tests.helpers import decide_calls, item_statuses, libraries, server_major
 
@@ -152,14 +158,9 @@ def test_a_slot_moving_to_a_primary_the_client_does_not_know_yet_is_decided_ther
     (owner,) = [
         n for n in redis_cluster.nodes if redis_client.get_node_from_key(key).port == n.port
     ]
-    with RedisServer(free_cluster_port(), extra=redis_cluster.nodes[0].extra) as new:
-        owner.client().cluster("meet", "127.0.0.1", str(new.port))
+    with joining_primary(redis_cluster, owner) as new:
         new_id = new.client().cluster("myid").decode()
         owner_id = owner.client().cluster("myid").decode()
-        deadline = time.monotonic() + 30
-        while not joined(owner, new_id) or not sees_every_slot(new):
-            assert time.monotonic() < deadline, "the new primary did not join"
-            time.sleep(0.05)
         new.client().cluster("setslot", str(slot), "importing", owner_id)
         owner.client().cluster("setslot", str(slot), "migrating", new_id)
         try:
@@ -172,9 +173,92 @@ def test_a_slot_moving_to_a_primary_the_client_does_not_know_yet_is_decided_ther
             assert owner.client().cluster("countkeysinslot", slot) == 0
         finally:
             owner.client().cluster("setslot", str(slot), "stable")
+
+
+def test_a_slot_moved_to_a_new_primary_is_followed_by_requests_and_tools(
+    client, redis_client, redis_cluster
+):
+    """A whole slot moved to a new primary, its key with it (what ``reshard`` does slot
+    by slot), in a process whose clients knew the old layout: requests are still decided
+    by Redis, against the count that moved (MOVED updates the limiter's slot map), and
+    ``keys`` and ``reset`` find the key on the new primary."""
+    policy = make("items", 3, "ip")
+    ip = "198.51.100.78"
+    key = policy.key_for(f"ip:{ip}")
+    slot = redis_client.keyslot(key)
+    (owner,) = [
+        n for n in redis_cluster.nodes if redis_client.get_node_from_key(key).port == n.port
+    ]
+    assert item_statuses(client, ip, 2) == [200, 200]
+    assert key in listed_keys()  # the tools client knows the cluster as it was
+    with joining_primary(redis_cluster, owner) as new:
+        move_slot(redis_cluster, owner, new, slot, key)
+        assert (
+            new.client().exists(key) == 1 and owner.client().cluster("countkeysinslot", slot) == 0
+        )
+        assert item_statuses(client, ip, 2) == [200, 429]  # the third of 3, then denied
+        assert new.client().zcard(key) == 3  # decided there, not by a fail mode
+        # The MOVED taught the limiter's slot map: the next requests go straight there.
+        assert connection.get_client().get_node_from_key(key).port == new.port
+        assert key in listed_keys()
+        out = io.StringIO()
+        call_command(
+            "ratelimits", "reset", "--policy", "items", "--identity", ip, "--yes", stdout=out
+        )
+        assert new.client().exists(key) == 0, out.getvalue()
+        assert item_statuses(client, ip, 1) == [200]
+        # Back where it was, for the tests that follow.
+        move_slot(redis_cluster, new, owner, slot, key)
+
+
+def listed_keys() -> list[str]:
+    out = io.StringIO()
+    call_command("ratelimits", "keys", "--json", stdout=out)
+    return [row["key"] for row in json.loads(out.getvalue())]
+
+
+@contextmanager
+def joining_primary(redis_cluster: RedisClusterServers, via: RedisServer) -> Iterator[RedisServer]:
+    """A new primary with no slot, joined to the suite's cluster through ``via``, once
+    every node knows it and it serves; forgotten by the others when done."""
+    with RedisServer(free_cluster_port(), extra=redis_cluster.nodes[0].extra) as new:
+        via.client().cluster("meet", "127.0.0.1", str(new.port))
+        new_id = new.client().cluster("myid").decode()
+        deadline = time.monotonic() + 30
+        while not all(joined(n, new_id) for n in redis_cluster.nodes) or not sees_every_slot(new):
+            assert time.monotonic() < deadline, "the new primary did not join"
+            time.sleep(0.05)
+        try:
+            yield new
+        finally:
             for node in redis_cluster.nodes:
                 if joined(node, new_id):
                     node.client().cluster("forget", new_id)
+
+
+def move_slot(
+    redis_cluster: RedisClusterServers,
+    source: RedisServer,
+    target: RedisServer,
+    slot: int,
+    key: str,
+) -> None:
+    """Move ``slot`` (holding ``key``) from ``source`` to ``target``, as ``redis-cli
+    --cluster reshard`` moves each slot: importing, migrating, MIGRATE, then the new owner
+    told to every node."""
+    source_id = source.client().cluster("myid").decode()
+    target_id = target.client().cluster("myid").decode()
+    target.client().cluster("setslot", str(slot), "importing", source_id)
+    source.client().cluster("setslot", str(slot), "migrating", target_id)
+    source.client().execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", key)
+    others = [n for n in redis_cluster.nodes if n not in (source, target)]
+    for node in (target, source, *others):
+        try:
+            node.client().cluster("setslot", str(slot), "node", target_id)
+        except redis.ResponseError as e:
+            # A primary that gave away its last slot has become the new owner's replica
+            # (cluster-allow-replica-migration): it knows the owner already.
+            assert "only with masters" in str(e), e
 
 
 def joined(node: RedisServer, node_id: str) -> bool:
