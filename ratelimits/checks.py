@@ -66,6 +66,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         problems.append("BREAKER_THRESHOLD must be an integer >= 1")
     if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:
         problems.append("IPV6_PREFIX must be an integer from 0 to 128")
+    if not _is_number(value["NEAR_LIMIT"]) or not 0 < value["NEAR_LIMIT"] <= 1:
+        problems.append(
+            "NEAR_LIMIT must be a number greater than 0 and at most 1 (a fraction of the "
+            f"limit, such as 0.8), not {value['NEAR_LIMIT']!r}"
+        )
     problems.extend(_cluster_node_problems(value["CLUSTER_NODES"]))
     problems.extend(_exempt_network_problems(value["EXEMPT_NETWORKS"]))
     errors.extend(

@@ -49,6 +49,9 @@ DEFAULTS: dict[str, Any] = {
     "THROTTLED_VIEW": None,
     # Client networks no policy limits ("10.0.0.0/8", "2001:db8::/32"), e.g. health checks.
     "EXEMPT_NETWORKS": [],
+    # Fraction of a client's limit, in (0, 1], whose crossing by an admitted request is
+    # counted (ratelimits_near_limit_total, the dashboard) and sent as request_near_limit.
+    "NEAR_LIMIT": 0.8,
 }
 
 

@@ -127,6 +127,25 @@ def test_several_bad_values_are_all_reported() -> None:
     assert all(name in text for name in ("KEY_PREFIX", "SOCKET_TIMEOUT", "IPV6_PREFIX"))
 
 
+@pytest.mark.parametrize("value", [0, -0.5, 1.01, 2, "0.8", True, None, float("nan"), float("inf")])
+def test_near_limit_outside_0_to_1_is_e002(value: Any) -> None:
+    with override_settings(RATELIMITS=ratelimits_settings(NEAR_LIMIT=value)):
+        messages = ratelimits_messages()
+    message = only(messages, "ratelimits.E002")
+    assert ids(messages) == ["ratelimits.E002"]
+    assert message.msg == (
+        "RATELIMITS: NEAR_LIMIT must be a number greater than 0 and at most 1 (a fraction "
+        f"of the limit, such as 0.8), not {value!r}."
+    )
+    assert "docs/settings.md" in message.hint
+
+
+@pytest.mark.parametrize("value", [1, 1.0, 0.8, 0.001])
+def test_near_limit_in_0_to_1_passes(value: Any) -> None:
+    with override_settings(RATELIMITS=ratelimits_settings(NEAR_LIMIT=value)):
+        assert ratelimits_messages() == []
+
+
 def test_unknown_setting_is_w003() -> None:
     with override_settings(RATELIMITS=ratelimits_settings(KEY_PRFIX="x")):
         messages = ratelimits_messages()

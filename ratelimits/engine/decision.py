@@ -12,6 +12,10 @@ if TYPE_CHECKING:
 #: :func:`outcome`).
 ALL_OUTCOMES = ("allowed", "denied", "shadow_denied", "not_counted", "failed_open", "failed_closed")
 
+#: Counted besides a decision's outcome, for an admitted request that took its policy's
+#: count to ``RATELIMITS["NEAR_LIMIT"]`` of the limit (see :mod:`ratelimits.engine.near_limit`).
+NEAR_LIMIT = "near_limit"
+
 
 # Decision and Verdict are read-only by contract, not frozen: a frozen dataclass pays a
 # call per field to be built (about 4 µs a decision on the benchmark machine, on every
@@ -74,6 +78,10 @@ class Verdict:
     #: units a response does not count): give it to ``limiter.give_back``. ``None``
     #: when there is nothing.
     receipt: Receipt | None = field(default=None, compare=False)
+    #: The decisions of an admitted, recorded request whose policy's count this request
+    #: took to ``RATELIMITS["NEAR_LIMIT"]`` of its limit (see
+    #: :mod:`ratelimits.engine.near_limit`); usually none.
+    near_limit: tuple[Decision, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         allowed = True
@@ -89,14 +97,19 @@ class Verdict:
         return max(waits) if waits else None
 
 
-#: ``(policy, outcome)`` for each decision of a request: what the counts count.
+#: ``(policy, outcome)`` for each decision of a request, then ``(policy, NEAR_LIMIT)`` for
+#: each policy the request took near its limit: what the counts count.
 Outcomes = tuple[tuple[str, str], ...]
 
 
 def outcomes(verdict: Verdict) -> Outcomes:
-    """What each decision of ``verdict`` counts as (see :func:`outcome`)."""
+    """What each decision of ``verdict`` counts as (see :func:`outcome`), then
+    :data:`NEAR_LIMIT` for each of ``verdict.near_limit``."""
     admitted = verdict.allowed
-    return tuple((decision.policy, outcome(decision, admitted)) for decision in verdict.decisions)
+    found = tuple((decision.policy, outcome(decision, admitted)) for decision in verdict.decisions)
+    if verdict.near_limit:
+        found += tuple((decision.policy, NEAR_LIMIT) for decision in verdict.near_limit)
+    return found
 
 
 def outcome(decision: Decision, admitted: bool) -> str:

@@ -22,6 +22,11 @@ policies counts once in each):
 ``failed_open``     Redis could not answer; the policy let the request through
 ``failed_closed``   Redis could not answer; the policy denied it (429)
 
+Besides its outcome, an admitted request counts ``near_limit`` under each policy whose
+count it took to ``NEAR_LIMIT`` of the client's limit (:mod:`ratelimits.engine.near_limit`;
+field ``<policy>:near_limit``). The dashboard shows it beside the outcomes; a policy's row
+in :class:`Series` has it only when it was counted.
+
 Failures get their own outcomes rather than being folded into allowed / denied, so the
 chart does not show an outage as ordinary traffic. They are kept in the buffer while
 Redis is down and land in their minutes once it answers again.
@@ -52,7 +57,7 @@ from dataclasses import dataclass
 import redis
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.decision import ALL_OUTCOMES, Outcomes, Verdict, outcomes
+from ratelimits.engine.decision import ALL_OUTCOMES, NEAR_LIMIT, Outcomes, Verdict, outcomes
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
@@ -61,6 +66,8 @@ logger = logging.getLogger("ratelimits")
 
 #: The outcomes the dashboard charts, in this order.
 OUTCOMES = ("allowed", "denied", "shadow_denied")
+#: What a minute's hash may count for a policy: every outcome, and near-limit crossings.
+COUNTED = (*ALL_OUTCOMES, NEAR_LIMIT)
 #: Seconds a minute's hash lives in Redis after its last write.
 KEY_TTL = 2 * 3600
 #: Unsent counts older than this many minutes (before the current one) are dropped.
@@ -362,7 +369,7 @@ def _parse(field: bytes | str, value: bytes | str) -> tuple[str, str, int] | Non
     except (UnicodeDecodeError, ValueError):
         return None
     policy, _, what = text.rpartition(":")
-    if not policy or what not in ALL_OUTCOMES:
+    if not policy or what not in COUNTED:
         return None
     return policy, what, n
 
