@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.dispatch import Signal
 
-from ratelimits.engine.decision import Verdict
+from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.table import mark_changed
 
 logger = logging.getLogger("ratelimits")
@@ -32,6 +32,17 @@ policy_changed = Signal()
 #: the request path, so keep them quick; one that raises is logged and the request still
 #: gets its 429. Async receivers are awaited on the async path.
 request_throttled = Signal()
+
+#: Sent once for each policy an admitted request took near its limit: its count went from
+#: below ``RATELIMITS["NEAR_LIMIT"]`` (0.8) of the client's limit to at or above it with
+#: this request (:mod:`ratelimits.engine.near_limit`; shadow policies too, never for a
+#: denied request). ``sender`` is the face, as for :data:`request_throttled`. Keyword
+#: arguments: ``request``, ``policy`` (its name), ``decision`` (the policy's
+#: :class:`~ratelimits.engine.decision.Decision`: ``limit``, ``remaining``, ``enforce``...)
+#: and ``identity`` (the decision's). Receivers run on the request path, once per
+#: crossing; one that raises is logged and the request goes on. Async receivers are
+#: awaited on the async path.
+request_near_limit = Signal()
 
 
 def schedule_policy_change(using: str | None = None) -> None:
@@ -57,17 +68,37 @@ async def asend_request_throttled(sender: object, request: Any, verdict: Verdict
     _log_failures(sent)
 
 
+def send_request_near_limit(sender: object, request: Any, verdict: Verdict) -> None:
+    """Send :data:`request_near_limit` for each of ``verdict.near_limit``. A receiver's
+    exception is logged, not raised."""
+    for decision in verdict.near_limit:
+        sent = request_near_limit.send_robust(sender, request=request, **_near(decision))
+        _log_failures(sent, "request_near_limit")
+
+
+async def asend_request_near_limit(sender: object, request: Any, verdict: Verdict) -> None:
+    """:func:`send_request_near_limit` from a coroutine (async receivers are awaited)."""
+    for decision in verdict.near_limit:
+        sent = await request_near_limit.asend_robust(sender, request=request, **_near(decision))
+        _log_failures(sent, "request_near_limit")
+
+
+def _near(decision: Decision) -> dict[str, Any]:
+    return {"policy": decision.policy, "decision": decision, "identity": decision.identity}
+
+
 def _about(verdict: Verdict) -> dict[str, Any]:
     decisions = [decision for decision in verdict.decisions if decision.blocks]
     first = decisions[0]
     return {"decisions": decisions, "policy": first.policy, "identity": first.identity}
 
 
-def _log_failures(results: list[tuple[Any, Any]]) -> None:
+def _log_failures(results: list[tuple[Any, Any]], name: str = "request_throttled") -> None:
     for receiver, result in results:
         if isinstance(result, Exception):
             logger.error(
-                "ratelimits: request_throttled receiver %r failed: %r",
+                "ratelimits: %s receiver %r failed: %r",
+                name,
                 receiver,
                 result,
                 exc_info=result,

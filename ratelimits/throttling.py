@@ -17,7 +17,7 @@ from ratelimits.engine.table import get_table
 from ratelimits.http import afterwards, facts
 from ratelimits.http.gate import undecided
 from ratelimits.http.headers import attach_decisions
-from ratelimits.signals import send_request_throttled
+from ratelimits.signals import send_request_near_limit, send_request_throttled
 
 
 class PolicyThrottle(BaseThrottle):
@@ -57,6 +57,8 @@ class PolicyThrottle(BaseThrottle):
             afterwards.hold(request, self.verdict.receipt, lambda: _status_of(view))
         if not self.verdict.allowed:
             send_request_throttled(PolicyThrottle, request, self.verdict)
+        elif self.verdict.near_limit:
+            send_request_near_limit(PolicyThrottle, request, self.verdict)
         return self.verdict.allowed
 
     def wait(self) -> float | None:

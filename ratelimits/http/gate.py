@@ -21,7 +21,12 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.table import PolicyTable, aget_table, get_table
 from ratelimits.http import afterwards, facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
-from ratelimits.signals import asend_request_throttled, send_request_throttled
+from ratelimits.signals import (
+    asend_request_near_limit,
+    asend_request_throttled,
+    send_request_near_limit,
+    send_request_throttled,
+)
 
 #: The marker a DRF throttle class carries when it applies the policies itself, after
 #: DRF's authentication: :class:`~ratelimits.throttling.PolicyThrottle`.
@@ -34,7 +39,8 @@ def check(request: Any, scope: str | None, sender: object, cost: Any = None) -> 
     """Decide the policies ``request`` falls under that no face has decided yet;
     ``None`` when there are none. ``cost`` is the view's ``ratelimit_cost`` (see
     :func:`ratelimits.http.facts.request_cost`). A denial sends ``request_throttled``
-    from ``sender``."""
+    from ``sender``, an admission that takes a policy near its limit
+    ``request_near_limit``."""
     policies = undecided(request, _matching(request, scope, get_table()))
     if not policies:
         return None
@@ -45,6 +51,8 @@ def check(request: Any, scope: str | None, sender: object, cost: Any = None) -> 
         afterwards.hold(request, verdict.receipt)
     if not verdict.allowed:
         send_request_throttled(sender, request, verdict)
+    elif verdict.near_limit:
+        send_request_near_limit(sender, request, verdict)
     return verdict
 
 
@@ -65,6 +73,8 @@ async def acheck(
         afterwards.hold(request, verdict.receipt)
     if not verdict.allowed:
         await asend_request_throttled(sender, request, verdict)
+    elif verdict.near_limit:
+        await asend_request_near_limit(sender, request, verdict)
     return verdict
 
 

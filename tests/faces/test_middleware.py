@@ -16,7 +16,7 @@ from django.test import override_settings
 from ratelimits.decorators import ratelimit
 from ratelimits.http import gate
 from ratelimits.middleware import RateLimitMiddleware
-from ratelimits.signals import request_throttled
+from ratelimits.signals import request_near_limit, request_throttled
 from ratelimits.testutils import free_port
 from ratelimits.throttling import PolicyThrottle
 from tests.helpers import caches_at, create_policy, decide_calls, ratelimits_settings
@@ -152,6 +152,58 @@ def test_the_decorator_sends_as_itself_without_the_middleware(client, settings, 
     client.get("/decorated/async/")
     client.get("/decorated/async/")
     assert throttled_senders == [(ratelimit, "s")]
+
+
+@pytest.fixture
+def near_senders(settings: Any) -> Iterator[list[Any]]:
+    """``(sender, policy)`` of every request_near_limit, at NEAR_LIMIT 0.8."""
+    settings.RATELIMITS = {**settings.RATELIMITS, "NEAR_LIMIT": 0.8}
+    senders: list[Any] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        senders.append((sender, kwargs["policy"]))
+
+    request_near_limit.connect(receiver)
+    yield senders
+    request_near_limit.disconnect(receiver)
+
+
+def test_request_near_limit_is_sent_by_the_face_that_admitted(get, near_senders):
+    create_policy("p", "/sync/", limit=5)
+    create_policy("s", "decorated", limit=5)
+    create_policy("items", "api:items", limit=5)
+    for url in ("/sync/", "/decorated/sync/", "/api/items/"):
+        assert [get(url).status_code for _ in range(6)] == [200] * 5 + [429]
+    # Each crossed with its 4th request (80% of 5), once.
+    assert near_senders == [
+        (RateLimitMiddleware, "p"),
+        (RateLimitMiddleware, "s"),
+        (PolicyThrottle, "items"),
+    ]
+
+
+@pytest.mark.parametrize("url", ["/decorated/sync/", "/decorated/async/"])
+def test_the_decorator_sends_request_near_limit_as_itself(client, settings, url, near_senders):
+    settings.MIDDLEWARE = [m for m in settings.MIDDLEWARE if not m.endswith("RateLimitMiddleware")]
+    create_policy("s", "decorated", limit=5)
+    assert [client.get(url).status_code for _ in range(6)] == [200] * 5 + [429]
+    assert near_senders == [(ratelimit, "s")]
+
+
+def test_an_async_near_limit_receiver_is_awaited_on_the_async_path(async_client):
+    seen: list[tuple[str, int]] = []
+
+    async def receiver(sender: Any, **kwargs: Any) -> None:
+        seen.append((kwargs["policy"], kwargs["decision"].remaining))
+
+    request_near_limit.connect(receiver)
+    try:
+        create_policy("p", "/async/", limit=5)
+        get = async_to_sync(async_client.get)
+        assert [get("/async/").status_code for _ in range(5)] == [200] * 5
+    finally:
+        request_near_limit.disconnect(receiver)
+    assert seen == [("p", 1)]  # the 4th of 5
 
 
 def test_an_async_receiver_is_awaited_on_the_async_path(async_client):

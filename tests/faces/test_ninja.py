@@ -17,7 +17,7 @@ from django.urls import resolve
 from project.api.demo_policies import DEMO_POLICIES
 from ratelimits.contrib.ninja import PolicyThrottle
 from ratelimits.models import Policy
-from ratelimits.signals import request_throttled
+from ratelimits.signals import request_near_limit, request_throttled
 from tests.helpers import create_policy, decide_calls, wait_clear_of_window_boundary
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.ninja_urls")]
@@ -111,6 +111,22 @@ def test_request_throttled_is_sent_by_the_ninja_throttle(
     create_policy("plain", "faces-ninja:plain", limit=2)
     assert statuses(client, f"{BASE}/plain", 4) == [200, 200, 429, 429]
     assert throttled_senders == [PolicyThrottle, PolicyThrottle]
+
+
+def test_request_near_limit_is_sent_by_the_ninja_throttle(client, settings, without_middleware):
+    settings.RATELIMITS = {**settings.RATELIMITS, "NEAR_LIMIT": 0.8}
+    sent: list[tuple[object, str]] = []
+
+    def receiver(sender: object, **kwargs: Any) -> None:
+        sent.append((sender, kwargs["policy"]))
+
+    request_near_limit.connect(receiver)
+    try:
+        create_policy("plain", "faces-ninja:plain", limit=5)
+        assert statuses(client, f"{BASE}/plain", 6) == [200] * 5 + [429]
+    finally:
+        request_near_limit.disconnect(receiver)
+    assert sent == [(PolicyThrottle, "plain")]  # the 4th of 5, once
 
 
 def test_methods_restrict_a_policy(client, without_middleware):
