@@ -9,6 +9,10 @@
     The limiter's own time per decided request (inside ``limiter.decide``), by ``source``:
     ``redis`` (a round trip happened), ``local`` (a remembered denial, no round trip) or
     ``fallback`` (Redis failed or its breaker was open: the fail mode answered).
+``ratelimits_near_limit_total{policy}``
+    Admitted requests that took a client's count under ``policy`` to
+    ``RATELIMITS["NEAR_LIMIT"]`` of its limit (:mod:`ratelimits.engine.near_limit`): once
+    per crossing, not per request above it.
 
 The engine calls :func:`observe` once per decided request, with each decision's outcome
 worked out once for it and the dashboard's counts (``AppConfig.ready()`` adds it as an
@@ -41,7 +45,7 @@ try:
 except ImportError as missing:
     raise MissingExtra("Prometheus metrics", "prometheus-client", "prometheus") from missing
 
-from ratelimits.engine.decision import Outcomes, Verdict, outcomes
+from ratelimits.engine.decision import NEAR_LIMIT, Outcomes, Verdict, outcomes
 from ratelimits.engine.reporting import SOURCES
 
 #: Histogram buckets (seconds): a remembered denial takes tens of µs, a round trip to a
@@ -80,6 +84,12 @@ DECISIONS: Counter = _once(
     documentation="Rate-limit decisions per policy and outcome.",
     labelnames=("policy", "outcome"),
 )
+NEAR_LIMITS: Counter = _once(
+    "ratelimits_near_limit",
+    Counter,
+    documentation="Admitted requests that took a client's count to NEAR_LIMIT of its limit.",
+    labelnames=("policy",),
+)
 DECISION_SECONDS: Histogram = _once(
     "ratelimits_decision_seconds",
     Histogram,
@@ -90,13 +100,14 @@ DECISION_SECONDS: Histogram = _once(
 
 # Labelled children, so the request path does not call .labels() (a lock and a tuple
 # build each time). Racing threads at worst both call .labels(), which returns one child.
+# ``(policy, NEAR_LIMIT)`` maps to NEAR_LIMITS's child, any other pair to DECISIONS's.
 _counters: dict[tuple[str, str], Any] = {}
 _seconds: dict[str, Any] = {source: DECISION_SECONDS.labels(source=source) for source in SOURCES}
 
 
 def record(verdict: Verdict, seconds: float, source: str) -> None:
-    """Count one decided request: each decision's outcome, and ``seconds`` the limiter took,
-    under ``source`` (one of :data:`SOURCES`)."""
+    """Count one decided request: each decision's outcome, the policies it took near their
+    limits, and ``seconds`` the limiter took, under ``source`` (one of :data:`SOURCES`)."""
     observe(outcomes(verdict), seconds, source)
 
 
@@ -107,9 +118,16 @@ def observe(counted: Outcomes, seconds: float, source: str) -> None:
     for key in counted:
         child = _counters.get(key)
         if child is None:
-            child = _counters[key] = DECISIONS.labels(policy=key[0], outcome=key[1])
+            child = _counters[key] = _child(*key)
         child.inc()
     _seconds[source].observe(seconds)
+
+
+def _child(policy: str, what: str) -> Any:
+    """The counter child a ``(policy, outcome)`` pair of :func:`observe` counts in."""
+    if what == NEAR_LIMIT:
+        return NEAR_LIMITS.labels(policy=policy)
+    return DECISIONS.labels(policy=policy, outcome=what)
 
 
 def _registry() -> Any:

@@ -1,4 +1,5 @@
-"""Prometheus metrics and the request_throttled signal, through the API against the real Redis.
+"""Prometheus metrics and the request_throttled and request_near_limit signals, through the
+API against the real Redis.
 
 prometheus-client's default registry is process-global, so every count is the difference
 between readings taken before and after the requests of a test.
@@ -27,7 +28,7 @@ from ratelimits import prometheus
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.identity import ip_identity
-from ratelimits.signals import request_throttled
+from ratelimits.signals import request_near_limit, request_throttled
 from ratelimits.testutils import free_port
 from ratelimits.throttling import PolicyThrottle
 from ratelimits.tools import endpoints
@@ -359,3 +360,94 @@ def test_a_failing_receiver_is_logged_and_the_request_is_still_a_429(client, cap
     finally:
         request_throttled.disconnect(dispatch_uid="test_prometheus_broken")
     assert any("request_throttled receiver" in m and "receiver broke" in m for m in caplog.messages)
+
+
+# Near the limit ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def neared() -> Iterator[list[dict[str, Any]]]:
+    """The keyword arguments (and sender) of every request_near_limit sent during the test."""
+    sent: list[dict[str, Any]] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        sent.append({"sender": sender, **kwargs})
+
+    request_near_limit.connect(receiver, dispatch_uid="test_prometheus_near")
+    yield sent
+    request_near_limit.disconnect(dispatch_uid="test_prometheus_near")
+
+
+def test_the_near_limit_counter_in_the_exposition(client, settings):
+    settings.RATELIMITS = {**settings.RATELIMITS, "NEAR_LIMIT": 0.8}
+    create_policy("prom-near", "api:items", limit=10)
+    near = ("ratelimits_near_limit_total", (("policy", "prom-near"),))
+    before = exposed(client.get("/ratelimits/metrics/").content.decode()).get(near, 0)
+    assert get_items(client, 7) == [200] * 7
+    text = client.get("/ratelimits/metrics/").content.decode()
+    assert exposed(text).get(near, 0) == before  # 7 of 10: not yet
+    assert get_items(client, 4) == [200] * 3 + [429]  # the 8th crosses; 9, 10, 11 do not
+    text = client.get("/ratelimits/metrics/").content.decode()
+    assert "# TYPE ratelimits_near_limit_total counter" in text
+    assert 'ratelimits_near_limit_total{policy="prom-near"}' in text
+    assert exposed(text)[near] == before + 1
+    decisions = exposed(text)
+    allowed = ("ratelimits_decisions_total", (("outcome", "allowed"), ("policy", "prom-near")))
+    assert decisions[allowed] >= 10  # near the limit is counted besides, not instead
+
+
+def test_record_counts_a_near_limit_decision_in_its_own_counter():
+    admitted = Decision(
+        policy="prom-rec",
+        identity=WHO,
+        allowed=True,
+        enforce=True,
+        limit=10,
+        window=60,
+        count=7.0,
+        remaining=2,
+        retry_after=0.0,
+        reset=1.0,
+    )
+    verdict = Verdict((admitted,))
+    verdict.near_limit = (admitted,)
+    labels = {"policy": "prom-rec"}
+    before = REGISTRY.get_sample_value("ratelimits_near_limit_total", labels) or 0
+    with measured() as delta:
+        prometheus.record(verdict, 0.0004, "redis")
+    assert delta.decisions == {("prom-rec", "allowed"): 1}  # no "near_limit" outcome
+    assert REGISTRY.get_sample_value("ratelimits_near_limit_total", labels) == before + 1
+
+
+def test_the_drf_throttle_sends_request_near_limit_once(client, settings, neared):
+    settings.RATELIMITS = {**settings.RATELIMITS, "NEAR_LIMIT": 0.8}
+    create_policy("prom-near", "api:items", limit=10)
+    assert get_items(client, 11) == [200] * 10 + [429]
+    (sent,) = neared
+    assert sent["sender"] is PolicyThrottle
+    assert isinstance(sent["request"], Request)
+    assert sent["policy"] == "prom-near"
+    assert sent["identity"] == WHO
+    decision = sent["decision"]
+    assert (decision.policy, decision.allowed, decision.limit, decision.remaining) == (
+        "prom-near",
+        True,
+        10,
+        2,
+    )
+
+
+def test_a_failing_near_limit_receiver_is_logged_and_the_request_goes_on(client, caplog):
+    def broken(sender: Any, **kwargs: Any) -> None:
+        raise RuntimeError("receiver broke")
+
+    create_policy("prom-near", "api:items", limit=1)  # its only request crosses 0.8
+    request_near_limit.connect(broken, dispatch_uid="test_prometheus_near_broken")
+    try:
+        with caplog.at_level(logging.ERROR, logger="ratelimits"):
+            assert get_items(client, 2) == [200, 429]
+    finally:
+        request_near_limit.disconnect(dispatch_uid="test_prometheus_near_broken")
+    assert any(
+        "request_near_limit receiver" in m and "receiver broke" in m for m in caplog.messages
+    )
