@@ -8,8 +8,10 @@ Accessibility: the ``<svg>`` is ``role="img"``, named by its ``<title>`` and des
 by a ``<desc>`` with the totals; each minute has a ``<title>`` (a tooltip on hover) with
 that minute's numbers. The lines are told apart by colour *and* dash pattern, from the
 Okabe-Ito palette (readable with the common colour-vision deficiencies): allowed in solid
-blue, denied in dashed orange, shadow-denied in dotted grey, and, only when Redis was
-unavailable at some minute, failed (open or closed) in dash-dotted purple. Axes and text
+blue, denied in dashed orange, shadow-denied in dotted grey, and, only when some
+allowed request took a client near its limit, near-limit in dash-dot-dotted green, and
+only when Redis was unavailable at some minute, failed (open or closed) in dash-dotted
+purple. Axes and text
 use ``currentColor``, so they follow the page's text colour (light and dark admin).
 Every text is escaped with :func:`django.utils.html.escape`; the result is a
 ``SafeString``, ready for a template without ``|safe``.
@@ -39,6 +41,7 @@ LINES = (
     Line("denied", "denied", "#D55E00", "6 3"),
     Line("shadow_denied", "shadow-denied", "#767676", "2 3"),
 )
+NEAR = Line("near_limit", "near limit", "#009E73", "4 2 1 2 1 2")
 FAILED = Line("failed", "Redis unavailable", "#CC79A7", "8 3 2 3")
 
 MARGIN_LEFT = 52
@@ -67,6 +70,9 @@ def render_svg(series: Series, policy: str, *, width: int = 640, height: int = 2
         raise ValueError("the series has no minutes to draw")
     row = series.of(policy)
     lines = [(line, list(row.get(line.key, [0] * n))) for line in LINES]
+    near = list(row.get(NEAR.key, ()))
+    if any(near):
+        lines.append((NEAR, near))
     failed = [
         a + b
         for a, b in zip(

@@ -1,5 +1,6 @@
 """The admin dashboard: allowed, denied and shadow-denied requests per policy per minute
-over the last hour, as server-rendered SVG (no JavaScript, no CDN), and under each chart
+over the last hour, with the admissions that took a client near its limit, as
+server-rendered SVG (no JavaScript, no CDN), and under each chart
 the clients nearest their limits now, each under the limit that applies to it (its
 override's, when one does)."""
 
@@ -16,6 +17,7 @@ from ratelimits.admin.chart import render_svg
 from ratelimits.admin.usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
 from ratelimits.engine import stats
+from ratelimits.engine.decision import NEAR_LIMIT
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Dashboard, Policy
@@ -71,6 +73,7 @@ class DashboardAdmin(admin.ModelAdmin):
                         "policy": name,
                         "svg": render_svg(series, name),
                         "totals": {what: series.total(name, what) for what in stats.OUTCOMES},
+                        "near_limit": series.total(name, NEAR_LIMIT),
                         "clients": clients.by_policy.get(name, []),
                     }
                 )
@@ -83,6 +86,15 @@ class DashboardAdmin(admin.ModelAdmin):
             "clients": clients,
             "error": error,
             "flush_interval": app_settings.METRICS_FLUSH_INTERVAL,
+            "near_percent": _percent(app_settings.NEAR_LIMIT),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/ratelimits/dashboard.html", context)
+
+
+def _percent(fraction: object) -> str:
+    """``NEAR_LIMIT`` as the page says it: ``"80%"``, ``"12.5%"``."""
+    try:
+        return f"{float(fraction) * 100:g}%"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(fraction)

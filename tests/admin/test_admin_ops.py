@@ -476,6 +476,33 @@ def test_dashboard_is_linked_from_the_index_and_draws_each_policy(admin_client):
     assert len(sections) == 2 and all("<svg" in section for section in sections)
 
 
+def test_dashboard_shows_near_limit_beside_allowed_and_denied(admin_client, settings):
+    from ratelimits.engine import stats
+
+    settings.RATELIMITS = {**settings.RATELIMITS, "NEAR_LIMIT": 0.8}
+    login = make_policy("login", limit=10)
+    search = make_policy("search", endpoint="search", limit=10)
+    use(login, "ip:203.0.113.7", 11)  # the 8th crosses, the 11th is denied
+    use(login, "ip:203.0.113.8", 8)  # another client crosses too
+    use(search, "ip:203.0.113.7", 7)  # never near
+    assert stats.flush()
+    response = admin_client.get("/admin/ratelimits/dashboard/")
+    charts = {chart["policy"]: chart for chart in response.context["charts"]}
+    assert (charts["login"]["near_limit"], charts["search"]["near_limit"]) == (2, 0)
+    assert charts["login"]["totals"] == {"allowed": 18, "denied": 1, "shadow_denied": 0}
+    html = response.content.decode()
+    login_html, search_html = html.split('id="chart-login"')[1].split('id="chart-search"')
+    assert "Last hour: 18 allowed, 1 denied, 0 shadow-denied." in login_html
+    assert (
+        '<p class="ratelimits-near-limit">Near the limit: 2 (allowed requests that took a '
+        "client to 80% of its limit).</p>"
+    ) in login_html
+    assert "Near the limit: 0 " in search_html
+    # The chart draws a near-limit line where there is one, and says its total.
+    assert 'data-outcome="near_limit"' in login_html and "near limit (2)" in login_html
+    assert 'data-outcome="near_limit"' not in search_html
+
+
 def test_dashboard_follows_the_policy_view_permission():
     make_policy("login")
     viewer = staff_client("view_policy")
