@@ -80,11 +80,18 @@ class AsyncCaller:
         self._free: asyncio.LifoQueue[aconnection.AbstractConnection | None] = asyncio.LifoQueue()
         for _ in range(MAX_CONNECTIONS):
             self._free.put_nowait(None)
+        #: Sentinel's failovers heard of (``None``: not a Sentinel pool), and the count
+        #: this loop's connections were made under.
+        self._failovers = self.shared.failovers
+        self._generation = 0 if self._failovers is None else self._failovers.value
 
     async def call(self, call: DecideCall) -> Any:
         """The reply to ``call``; redis-py's errors are raised."""
         if self._make is None:  # a connection class of its own: the sync caller, off the loop
             return await asyncio.to_thread(self.shared.call, call)
+        if self._failovers is not None and self._generation != self._failovers.value:
+            await self._drop_free()  # Sentinel named a new primary
+        generation = self._generation
         connection = await self._take()
         try:
             if not connection.is_connected:
@@ -98,7 +105,21 @@ class AsyncCaller:
                 connection = await self._make()
                 return await self._exchange(connection, call)
         finally:
+            if connection.is_connected and generation != self._generation:
+                await connection.disconnect(nowait=True)  # made for the old primary
             self._free.put_nowait(connection if connection.is_connected else None)
+
+    async def _drop_free(self) -> None:
+        """Close the free connections (their server is no longer the primary); the busy
+        ones are closed as they come back."""
+        assert self._failovers is not None
+        self._generation = self._failovers.value
+        free = self._free
+        for _ in range(free.qsize()):
+            found = free.get_nowait()
+            if found is not None:
+                await found.disconnect(nowait=True)
+            free.put_nowait(None)
 
     async def _take(self) -> aconnection.AbstractConnection:
         """A free connection (made now if its slot has none), or the first one given

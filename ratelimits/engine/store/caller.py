@@ -9,7 +9,9 @@ A server that lacks the code answers with an error; :func:`commands.recover` say
 to send until the call has its reply, so a flushed or restarted server costs the
 request one or two more round trips, never an error. A held connection that the server
 closed while it sat idle (a restart, a failover, an idle timeout) is replaced once
-before the error is raised; a timeout is never repeated.
+before the error is raised; a timeout is never repeated. Under Sentinel, a held
+connection is made again once Sentinel has announced a new primary
+(:mod:`ratelimits.engine.store.failover`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import redis
 from redis.connection import AbstractConnection
 
-from ratelimits.engine.store import commands
+from ratelimits.engine.store import commands, failover
 from ratelimits.engine.store.commands import DecideCall, Recovery
 
 logger = logging.getLogger("ratelimits")
@@ -36,12 +38,21 @@ class Caller:
         #: :data:`commands.FUNCTION` until the server shows it has no Functions.
         self.mode = commands.FUNCTION
         self._held = threading.local()
+        #: The failovers heard of, for a Sentinel-managed pool (``None`` otherwise).
+        self.failovers = failover.generation_of(pool)
 
     def call(self, call: DecideCall) -> Any:
         """The reply to ``call``; redis-py's errors are raised."""
         connection: AbstractConnection | None = getattr(self._held, "connection", None)
         if connection is None:
             connection = self._held.connection = self._connect()
+            if self.failovers is not None:
+                self._held.generation = self.failovers.value
+            return self._exchange(connection, call)
+        if self.failovers is not None and self._held.generation != self.failovers.value:
+            # Sentinel named a new primary: connect() asks it again.
+            self._held.generation = self.failovers.value
+            connection.disconnect()
             return self._exchange(connection, call)
         try:
             return self._exchange(connection, call)

@@ -30,7 +30,7 @@ from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.store import async_caller, caller
+from ratelimits.engine.store import async_caller, caller, failover
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.exceptions import ConfigurationError
 
@@ -180,6 +180,7 @@ def reset() -> None:
         _asked.clear()
     caller.reset()
     async_caller.reset()
+    failover.stop()
     for client in old:
         if isinstance(client, RedisCluster):
             client.close()

@@ -3,13 +3,17 @@ replica and one sentinel, all started here on 127.0.0.1; then a failover."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
+from asgiref.sync import async_to_sync
 from redis.sentinel import SentinelConnectionPool
 
+from ratelimits.engine.policy import Check
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
@@ -57,3 +61,73 @@ def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel
     assert seen[-3:] == [200, 200, 429], seen
     assert replica.client().exists("rl:{ip:198.51.100.9}:items:log")
     assert replica.client().info("replication")["role"] == "master"
+
+
+@pytest.mark.parametrize("path", ["sync", "async"])
+def test_an_operators_failover_moves_the_limiter_before_the_old_primary_is_demoted(
+    client, sentinel_site, path
+):
+    """``SENTINEL FAILOVER``: the old primary keeps answering, and taking writes its
+    demotion throws away, until Sentinel demotes it (about ten seconds). The limiter hears
+    Sentinel's ``+switch-master`` and moves its held connection at once, so it counts on
+    the new primary while the old one is still a primary."""
+    primary, replica, sentinel = sentinel_site
+    Policy.objects.create(
+        name="items", endpoint="api:items", algorithm="sliding_log", limit=100, window=60, key="ip"
+    )
+    if path == "async":
+        async_to_sync(_failover_on_one_loop)(primary, replica, sentinel)
+        return
+    assert item_statuses(client, "203.0.113.7", 1) == [200]  # a connection held on the primary
+    _fail_over_to(replica, sentinel)
+    deadline = time.monotonic() + 30
+    key = "rl:{ip:198.51.100.9}:items:log"
+    while not replica.client().exists(key):
+        assert time.monotonic() < deadline, "the limiter never reached the new primary"
+        assert item_statuses(client, "198.51.100.9", 1) == [200]
+        old_role = primary.client().info("replication")["role"]
+        time.sleep(0.05)
+    assert old_role == "master"  # moved before the demotion, not because of it
+
+
+async def _failover_on_one_loop(
+    primary: RedisServer, replica: RedisServer, sentinel: RedisSentinel
+) -> None:
+    """The test above on the async path: decisions on one event loop, whose connections
+    are held across requests, through ``adecide``."""
+    from ratelimits.engine import limiter, table
+
+    items = (await table.aget_table()).match(
+        method="GET", path="/api/items/", scope=None, url_name="api:items"
+    )[0]
+
+    async def admitted(ip: str) -> bool:
+        verdict = await limiter.adecide([Check(items, f"ip:{ip}")])
+        return verdict.allowed and not verdict.decisions[0].failed
+
+    assert await admitted("203.0.113.7")  # connections held on the primary
+    await asyncio.to_thread(_fail_over_to, replica, sentinel)
+    key = "rl:{ip:198.51.100.9}:items:log"
+    deadline = time.monotonic() + 30
+    while not replica.client().exists(key):
+        assert time.monotonic() < deadline, "the limiter never reached the new primary"
+        assert await admitted("198.51.100.9")
+        old_role = primary.client().info("replication")["role"]
+        await asyncio.sleep(0.05)
+    assert old_role == "master"
+
+
+def _fail_over_to(replica: RedisServer, sentinel: RedisSentinel) -> None:
+    """``SENTINEL FAILOVER``, once the sentinel accepts it; returns when it names
+    ``replica``."""
+    deadline = time.monotonic() + 30
+    while True:  # the sentinel refuses (NOGOODSLAVE) until it has vetted the replica
+        try:
+            sentinel.client().sentinel_failover(sentinel.service)
+            break
+        except redis.ResponseError:
+            assert time.monotonic() < deadline, "the sentinel never accepted a failover"
+            time.sleep(0.2)
+    while sentinel.client().sentinel_get_master_addr_by_name(sentinel.service)[1] != replica.port:
+        assert time.monotonic() < deadline, "the failover did not happen"
+        time.sleep(0.05)
