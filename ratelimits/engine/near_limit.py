@@ -19,29 +19,55 @@ that records nothing, or a decision Redis could not make.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from django.core.signals import setting_changed
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision
 from ratelimits.engine.policy import Check
 
 #: Below any count the replies carry (thousandths), above a float product's error:
-#: ``0.7 * 10`` is ``7.000000000000001``, and 7 units must reach it.
+#: ``0.14 * 50`` is ``7.000000000000001``, and 7 units must reach it.
 _SLACK = 1e-9
-_NUMBERS = (int, float)
+
+#: The setting, validated: ``-1.0`` until read (again after ``RATELIMITS`` changes),
+#: ``0.0`` when it is invalid (``manage.py check`` reports it), else the fraction. Kept
+#: here so that a request pays neither the settings lookup nor the validation.
+_fraction = -1.0
 
 
 def crossed(checks: Sequence[Check], decisions: Sequence[Decision]) -> tuple[Decision, ...]:
     """The ``decisions`` of an admitted, recorded request (one per check, in order) whose
     count the request took to the setting's fraction of the limit. An invalid setting
-    (reported by ``manage.py check``) finds none."""
-    fraction = app_settings.NEAR_LIMIT
-    if type(fraction) not in _NUMBERS or not 0 < fraction <= 1:
+    finds none."""
+    fraction = _fraction if _fraction >= 0 else _load()
+    if not fraction:
         return ()
     found: tuple[Decision, ...] = ()
-    for check, decision in zip(checks, decisions, strict=True):
+    # Not zip(..., strict=...): a keyword to a builtin costs more than this loop's body.
+    for index, decision in enumerate(decisions):
         if decision.allowed:
-            threshold = fraction * check.policy.capacities[check.shard] - _SLACK
+            check = checks[index]
             count = decision.count
+            threshold = fraction * check.policy.capacities[check.shard] - _SLACK
             if count < threshold <= count + check.units:
                 found += (decision,)
     return found
+
+
+def _load() -> float:
+    global _fraction
+    value = app_settings.NEAR_LIMIT
+    valid = type(value) in (int, float) and 0 < value <= 1
+    _fraction = float(value) if valid else 0.0
+    return _fraction
+
+
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    global _fraction
+    if setting == "RATELIMITS":
+        _fraction = -1.0
+
+
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.near_limit")
