@@ -11,8 +11,8 @@ Okabe-Ito palette (readable with the common colour-vision deficiencies): allowed
 blue, denied in dashed orange, shadow-denied in dotted grey, and, only when some
 allowed request took a client near its limit, near-limit in dash-dot-dotted green, and
 only when Redis was unavailable at some minute, failed (open or closed) in dash-dotted
-purple. Axes and text
-use ``currentColor``, so they follow the page's text colour (light and dark admin).
+purple. Axes and text use ``currentColor``, so they follow the page's text colour
+(light and dark admin).
 Every text is escaped with :func:`django.utils.html.escape`; the result is a
 ``SafeString``, ready for a template without ``|safe``.
 """

@@ -1,8 +1,8 @@
 """The admin dashboard: allowed, denied and shadow-denied requests per policy per minute
-over the last hour, with the admissions that took a client near its limit, as
-server-rendered SVG (no JavaScript, no CDN), and under each chart
-the clients nearest their limits now, each under the limit that applies to it (its
-override's, when one does)."""
+over the last hour, with the allowed ones that took a client near its limit, as
+server-rendered SVG (no JavaScript, no CDN), and under each chart the clients nearest
+their limits now, each under the limit that applies to it (its override's, when one
+does)."""
 
 from __future__ import annotations
 
