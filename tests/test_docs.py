@@ -54,3 +54,17 @@ def test_each_face_page_points_to_the_one_setup(page: str) -> None:
     assert "(index.md#install)" in text
     # No page repeats the whole MIDDLEWARE list (which drifted from the Install section).
     assert "MIDDLEWARE = [" not in text
+
+
+def test_the_readme_and_the_docs_index_list_the_same_pages() -> None:
+    def pages(text: str, heading: str) -> list[str]:
+        start = text.index(f"\n## {heading}\n")
+        end = text.find("\n## ", start + 1)
+        block = text[start : end if end != -1 else None]
+        return [line for line in block.splitlines() if line.startswith("- ")]
+
+    readme = pages((REPO / "README.md").read_text(encoding="utf-8"), "Documentation")
+    index = pages((DOCS / "index.md").read_text(encoding="utf-8"), "The pages")
+    assert [line.replace("](docs/", "](") for line in readme] == index
+    listed = {m for line in index for m in re.findall(r"\]\(([\w-]+\.md)", line)}
+    assert listed == {page.name for page in DOCS.glob("*.md")} - {"index.md"}
