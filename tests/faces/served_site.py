@@ -11,6 +11,11 @@ The views under ``/served/`` count themselves in a Redis of the tests' own choos
 So a test reads how many requests were in progress at once as the views saw it, whatever
 the limiter says. :func:`served_by` names the worker process that answered each
 response (``X-Served-By``), whichever face answered it.
+
+A view given ``hold=GATE`` stays in the view (a stream: before each next chunk ``n``,
+gate ``GATE:n``) until the test opens the gate (sets :func:`gate_key`), not for a number
+of seconds: what a test sees while a request is in progress does not depend on how fast
+the machine runs it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from project.api.urls import urlpatterns as api_urls
+from project.api.views import ReportView
 from ratelimits.decorators import ratelimit
 
 #: The prefix of the views' own keys (the limiter's is ``rl``).
@@ -43,6 +50,30 @@ end
 redis.call('SADD', KEYS[3], ARGV[1])
 return now
 """
+
+
+#: Seconds a held view waits for its gate at most: a test that failed before opening it
+#: does not keep a worker's thread for good.
+GATE_TIMEOUT = 60.0
+#: Seconds between two looks at a gate.
+GATE_POLL = 0.005
+
+
+def gate_key(gate: str) -> str:
+    """The key that opens ``gate`` once it exists (the tests' Redis, as the counts)."""
+    return f"{TRACK_PREFIX}:gate:{gate}"
+
+
+def _wait_for_gate(gate: str) -> None:
+    deadline = time.monotonic() + GATE_TIMEOUT
+    while not _tracker().exists(gate_key(gate)) and time.monotonic() < deadline:
+        time.sleep(GATE_POLL)
+
+
+async def _await_gate(gate: str) -> None:
+    deadline = time.monotonic() + GATE_TIMEOUT
+    while not await _async_tracker().exists(gate_key(gate)) and time.monotonic() < deadline:
+        await asyncio.sleep(GATE_POLL)
 
 
 def track_keys(tag: str) -> tuple[str, str, str]:
@@ -73,19 +104,22 @@ def _async_tracker() -> redis.asyncio.Redis:
     return _async_clients[loop]
 
 
-def _arguments(request: HttpRequest) -> tuple[str, float]:
-    return request.GET.get("tag", "slow"), float(request.GET.get("s", "1"))
+def _arguments(request: HttpRequest) -> tuple[str, float, str | None]:
+    return request.GET.get("tag", "slow"), float(request.GET.get("s", "1")), request.GET.get("hold")
 
 
 def _stay(request: HttpRequest) -> str:
-    """Counts this request into its tag, sleeps ``s`` seconds in the view, counts it out;
-    returns the tag."""
-    tag, seconds = _arguments(request)
+    """Counts this request into its tag, stays in the view until gate ``hold`` opens (else
+    ``s`` seconds), counts it out; returns the tag."""
+    tag, seconds, gate = _arguments(request)
     keys = track_keys(tag)
     client = _tracker()
     client.eval(_ENTER, 3, *keys, os.getpid())
     try:
-        time.sleep(seconds)
+        if gate is not None:
+            _wait_for_gate(gate)
+        else:
+            time.sleep(seconds)
     finally:
         client.decr(keys[0])
     return tag
@@ -116,19 +150,23 @@ served_by.async_capable = True  # type: ignore[attr-defined]
 
 
 def slow(request: HttpRequest) -> JsonResponse:
-    """``GET /served/slow/?s=SECONDS&tag=TAG``: counts itself in, sleeps, counts out."""
+    """``GET /served/slow/?s=SECONDS&tag=TAG`` (or ``hold=GATE``): counts itself in,
+    stays, counts out."""
     tag = _stay(request)
     return JsonResponse({"pid": os.getpid(), "tag": tag})
 
 
 async def aslow(request: HttpRequest) -> JsonResponse:
     """``GET /served/aslow/``: :func:`slow` as a coroutine (on the event loop under ASGI)."""
-    tag, seconds = _arguments(request)
+    tag, seconds, gate = _arguments(request)
     keys = track_keys(tag)
     client = _async_tracker()
     await client.eval(_ENTER, 3, *keys, os.getpid())
     try:
-        await asyncio.sleep(seconds)
+        if gate is not None:
+            await _await_gate(gate)
+        else:
+            await asyncio.sleep(seconds)
     finally:
         await client.decr(keys[0])
     return JsonResponse({"pid": os.getpid(), "tag": tag})
@@ -150,18 +188,25 @@ class ApiRaises(APIView):
         raise RuntimeError("served: the DRF view raised, as asked")
 
 
-def _chunks(request: HttpRequest) -> tuple[int, float]:
-    return int(request.GET.get("n", "4")), float(request.GET.get("gap", "0.3"))
+def _chunks(request: HttpRequest) -> tuple[int, float, str | None]:
+    return (
+        int(request.GET.get("n", "4")),
+        float(request.GET.get("gap", "0.3")),
+        request.GET.get("hold"),
+    )
 
 
 def stream(request: HttpRequest) -> StreamingHttpResponse:
     """``GET /served/stream/?n=CHUNKS&gap=SECONDS``: ``n`` lines, ``gap`` seconds apart
-    (a WSGI server writes each as it comes)."""
-    count, gap = _chunks(request)
+    (with ``hold=GATE``: chunk ``n`` once gate ``GATE:n`` opens); a WSGI server writes
+    each as it comes."""
+    count, gap, gate = _chunks(request)
 
     def lines() -> Iterator[bytes]:
         for n in range(count):
-            if n:
+            if n and gate is not None:
+                _wait_for_gate(f"{gate}:{n}")
+            elif n:
                 time.sleep(gap)
             yield f"chunk {n}\n".encode()
 
@@ -171,11 +216,13 @@ def stream(request: HttpRequest) -> StreamingHttpResponse:
 def astream(request: HttpRequest) -> StreamingHttpResponse:
     """``GET /served/astream/``: :func:`stream` from an asynchronous iterator (an ASGI
     server sends each line as it comes; a synchronous one would be read whole first)."""
-    count, gap = _chunks(request)
+    count, gap, gate = _chunks(request)
 
     async def lines() -> AsyncIterator[bytes]:
         for n in range(count):
-            if n:
+            if n and gate is not None:
+                await _await_gate(f"{gate}:{n}")
+            elif n:
                 await asyncio.sleep(gap)
             yield f"chunk {n}\n".encode()
 
@@ -188,6 +235,17 @@ def status(request: HttpRequest) -> HttpResponse:
     ``served-status``."""
     code = int(request.GET.get("code", "200"))
     return HttpResponse(f"{code}\n", status=code, content_type="text/plain")
+
+
+class HeldReport(ReportView):
+    """The demo's ``GET /api/report/`` (URL name ``api:report``, its policy's endpoint),
+    which with ``?hold=GATE`` waits for the gate before it builds the report."""
+
+    def get(self, request: Request) -> Response:
+        gate = request.query_params.get("hold")
+        if gate is not None:
+            _wait_for_gate(gate)
+        return super().get(request)
 
 
 served_patterns = [
@@ -204,5 +262,9 @@ served_patterns = [
 
 urlpatterns = [
     path("served/", include((served_patterns, "served"))),
+    # The demo's API (ahead of the demo's own include of it), the report held.
+    path(
+        "api/", include(([path("report/", HeldReport.as_view(), name="report"), *api_urls], "api"))
+    ),
     path("", include("project.urls")),
 ]
