@@ -383,3 +383,20 @@ def start_worker(*args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         text=True,
     )
+
+
+def worker_line(worker: subprocess.Popen[str], changed: float | None = None) -> list[str]:
+    """The next line of a ``tests/worker.py`` process (waiting for it), split.
+
+    With ``changed`` (``time.monotonic()`` right after a change in this process), asserts
+    that the first of the worker's version-stamp checks after the change brought what the
+    line shows (its last two fields: the check's time and the one before, see
+    ``tests/worker.py``). Checks are ``POLICY_REFRESH_INTERVAL`` apart
+    (``tests/engine/test_table_reload.py``), so that is the bound, whatever the time the
+    machine takes to run the worker."""
+    line = worker.stdout.readline()
+    assert line, "the worker ended without another line"
+    fields = line.split()
+    if changed is not None:
+        assert float(fields[-1]) < changed, ("a check after the change missed it", line, changed)
+    return fields

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from ratelimits.engine import table
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.throttling import PolicyThrottle
-from tests.helpers import create_policy, decide_calls, start_worker
+from tests.helpers import create_policy, decide_calls, start_worker, worker_line
 
 pytestmark = pytest.mark.django_db
 
@@ -234,18 +234,13 @@ def test_a_group_membership_change_reaches_another_worker_within_the_bound(alice
     policy = create_policy(key="user")
     partners = Group.objects.create(name="partners")
     PolicyOverride.objects.create(policy=policy, group=partners, limit=50)
-    bound = float(table.app_settings.POLICY_REFRESH_INTERVAL) + 1.0
     worker = start_worker("watch", "items", "30", "alice")
     try:
-        assert worker.stdout.readline().strip() == "2"
+        assert worker_line(worker)[0] == "2"
         alice.groups.add(partners)
-        changed = time.monotonic()
-        assert worker.stdout.readline().strip() == "50"
-        assert time.monotonic() - changed <= bound
+        assert worker_line(worker, time.monotonic())[0] == "50"
         partners.user_set.remove(alice)  # the reverse side announces too
-        changed = time.monotonic()
-        assert worker.stdout.readline().strip() == "2"
-        assert time.monotonic() - changed <= bound
+        assert worker_line(worker, time.monotonic())[0] == "2"
     finally:
         worker.kill()
         worker.wait()
