@@ -27,6 +27,9 @@ from ratelimits.testutils import free_port
 from tests.helpers import caches_at, ratelimits_settings
 
 SVG = "{http://www.w3.org/2000/svg}"
+#: Seconds a test waits for the background flusher before it fails: far beyond what even a
+#: loaded machine takes.
+WAIT = 30.0
 
 
 def decision(policy: str, *, allowed: bool = True, enforce: bool = True, failed=False):
@@ -78,12 +81,12 @@ def command_calls(client: redis.Redis) -> dict[str, int]:
 
 @override_settings(RATELIMITS={"METRICS_FLUSH_INTERVAL": 3600})
 def test_record_does_no_redis_io(redis_client):
+    """A lock and a few dict increments: no command reaches Redis (its cost in time is
+    bench's to measure, not a test's on whatever machine runs it)."""
     before = command_calls(redis_client)
-    started = time.perf_counter()
     for _ in range(5000):
         stats.record(ALLOWED)
         stats.record(SHADOW)
-    per_call = (time.perf_counter() - started) / 10_000
     assert command_calls(redis_client) == before
     assert redis_client.keys("rl:stats:*") == []
     (m,) = {minute for minute, _, _ in stats.pending()}
@@ -91,7 +94,6 @@ def test_record_does_no_redis_io(redis_client):
         (m, "a", "allowed"): 10_000,
         (m, "s", "shadow_denied"): 5000,
     }
-    assert per_call < 50e-6  # a lock and a few dict increments
 
 
 def test_outcomes_are_classified_like_stats(redis_client):
@@ -231,16 +233,26 @@ def flushers() -> list[threading.Thread]:
 
 
 @override_settings(RATELIMITS={"METRICS_FLUSH_INTERVAL": 0.05})
-def test_the_background_thread_flushes_by_itself(redis_client):
+def test_the_background_thread_flushes_by_itself(redis_client, monkeypatch):
+    """It flushes with no one calling :func:`stats.flush`, waiting the setting's interval
+    each time (seen in what it waits, not in how long the machine took)."""
+    waits: list[float] = []
+    interval = stats._interval
+
+    def noted_interval() -> float:
+        waits.append(interval())
+        return waits[-1]
+
+    monkeypatch.setattr(stats, "_interval", noted_interval)
     assert flushers() == []
     now = time.time()
     started = time.monotonic()
     stats.record(DENIED, now=now)
     assert len(flushers()) == 1
     while not redis_client.exists(f"rl:stats:{minute_of(now)}"):
-        assert time.monotonic() - started < 1.0, "no flush within 1 s at a 0.05 s interval"
+        assert time.monotonic() - started < WAIT, f"no flush within {WAIT} s"
         time.sleep(0.01)
-    assert time.monotonic() - started < 0.5
+    assert waits and set(waits) == {0.05}, waits
     assert stored(redis_client, minute_of(now)) == {"a:denied": 1}
     stats.record(DENIED, now=now)
     assert len(flushers()) == 1  # one thread per process
