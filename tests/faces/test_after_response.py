@@ -9,7 +9,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -25,11 +25,14 @@ from ratelimits.conf import app_settings
 from ratelimits.decorators import ratelimit
 from ratelimits.engine.table import get_table
 from tests.faces.after_urls import in_flight
-from tests.helpers import create_policy
+from tests.helpers import create_policy, ratelimits_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.after_urls")]
 
 LIMITER = "ratelimits.middleware.RateLimitMiddleware"
+#: Seconds a test waits for a view to start, or a slot to come back, before it fails: far
+#: beyond what even a loaded machine takes.
+WAIT = 30.0
 # Each URL, and the endpoint of the policy that matches it.
 FACES = {
     "/plain/": "plain",
@@ -38,6 +41,15 @@ FACES = {
     "/decorated-async/": "after",
     "/drf/": "after",
 }
+
+
+@pytest.fixture(autouse=True)
+def patient_timeout() -> Iterator[None]:
+    """A 10 s SOCKET_TIMEOUT: these tests expect Redis to decide every request, and under
+    ASGI each request opens its connections on a loop of its own; on a loaded machine
+    that may miss the 0.1 s default, and the fail mode (open) would answer instead."""
+    with override_settings(RATELIMITS=ratelimits_settings(SOCKET_TIMEOUT=10.0)):
+        yield
 
 
 @pytest.fixture(params=["wsgi", "asgi"])
@@ -199,7 +211,7 @@ def leave_mid_view(view: Callable[..., Any], started: threading.Event) -> None:
             if not sent:
                 sent.append(1)
                 return {"type": "http.request", "body": b"", "more_body": False}
-            assert await asyncio.to_thread(started.wait, 5)
+            assert await asyncio.to_thread(started.wait, WAIT)
             assert await asyncio.to_thread(in_flight) == 1
             return {"type": "http.disconnect"}
 
@@ -215,7 +227,7 @@ def leave_mid_view(view: Callable[..., Any], started: threading.Event) -> None:
             "client": ("127.0.0.1", 50000),
             "server": ("testserver", 80),
         }
-        await asyncio.wait_for(ASGIHandler()(scope, receive, send), 10)
+        await asyncio.wait_for(ASGIHandler()(scope, receive, send), 2 * WAIT)
 
     # As Django's test client does: the handler's signals must not close the test database.
     signals = (request_started, request_finished)
@@ -232,7 +244,7 @@ def leave_mid_view(view: Callable[..., Any], started: threading.Event) -> None:
             signal.connect(close_old_connections)
 
 
-def wait_for_no_slot_in_use(seconds: float = 2.0) -> bool:
+def wait_for_no_slot_in_use(seconds: float = WAIT) -> bool:
     """True once no slot is in use (given back on a thread), within ``seconds``."""
     deadline = time.monotonic() + seconds
     while in_flight() and time.monotonic() < deadline:
