@@ -17,7 +17,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from ratelimits.conf import app_settings
 from ratelimits.engine import stats
 from ratelimits.models import Policy
 
@@ -27,6 +26,9 @@ USERNAME = "operator"
 PASSWORD = "browser-test-password"
 CLIENT = "ip:127.0.0.1"  # who the API calls come from, as the live-usage panel names them
 CLIENT_KEY = "rl:{ip:127.0.0.1}:login:log"
+#: Seconds the scenario waits for the raised limit to reach the API before it fails: far
+#: beyond what even a loaded machine takes.
+WAIT = 30.0
 
 
 def set_field(page, field_id: str, value: str) -> None:
@@ -60,7 +62,6 @@ def login_keys(redis_client) -> list[str]:
 def test_operator_scenario_policy_limit_dashboard_reset_and_memory_estimate(
     page, live_server, redis_client, screenshot_dir
 ):
-    started = time.monotonic()
     get_user_model().objects.create_superuser(USERNAME, "operator@example.com", PASSWORD)
 
     # 1. Sign in and add the policy through the add form: 3 POSTs per 60 s per IP.
@@ -127,14 +128,15 @@ def test_operator_scenario_policy_limit_dashboard_reset_and_memory_estimate(
     expect(row.locator("td.field-denied")).to_be_in_viewport(ratio=1)
     page.screenshot(path=screenshot_dir / "changelist.png", full_page=True)
 
-    # The edit reaches the policy table within POLICY_REFRESH_INTERVAL. Denied calls
-    # consume nothing, so polling until the first pass changes no count (each denial
-    # is counted on the dashboard, though: ``late_denials`` keeps track).
-    deadline = time.monotonic() + app_settings.POLICY_REFRESH_INTERVAL + 2.0
+    # The edit reaches the policy table within POLICY_REFRESH_INTERVAL (the bound is
+    # tests/engine/test_table_reload.py's; here it is polled for). Denied calls consume
+    # nothing, so polling until the first pass changes no count (each denial is counted
+    # on the dashboard, though: ``late_denials`` keeps track).
+    deadline = time.monotonic() + WAIT
     late_denials = 0
     while (response := call_login(page, live_server)).status == 429:
         late_denials += 1
-        assert time.monotonic() < deadline, "the raised limit did not reach the API in time"
+        assert time.monotonic() < deadline, f"the raised limit did not reach the API in {WAIT} s"
         time.sleep(0.1)
     assert response.status == 200
     assert "q=5" in response.headers["ratelimit-policy"]
@@ -190,5 +192,3 @@ def test_operator_scenario_policy_limit_dashboard_reset_and_memory_estimate(
     set_field(page, "id_algorithm", "sliding_counter")
     expect(memory).to_contain_text("About 104 B")
     expect(memory.locator(".ratelimits-memory-warning")).to_have_count(0)
-
-    assert time.monotonic() - started < 20, "the scenario should stay well under 20 s"
