@@ -39,6 +39,9 @@ REQUESTS = 400
 LIMIT = 50
 WINDOW = 60
 RUNS = 3
+#: Runs again, at most, of a clock-aligned window's run that a slow machine took past the
+#: window's end (its counts are then two windows' and prove nothing).
+RERUNS = 3
 
 
 @pytest.fixture(scope="module")
@@ -78,20 +81,26 @@ def test_exactly_the_limit_is_admitted(
     wait_for_policy(site, "/api/items/", expected_header)
 
     counts = []
-    for _ in range(RUNS):
+    for _ in range(RUNS + RERUNS):
         inventory.reset(redis_client, name)
         # The workers remember the last run's denials until they see the reset, within
         # one refresh interval (ratelimits.engine.denials).
         time.sleep(float(app_settings.POLICY_REFRESH_INTERVAL) + 0.2)
         if algorithm != "sliding_log":  # clock-aligned windows
             wait_clear_of_window_boundary(WINDOW, margin=5.0)
+        window = time.time() // WINDOW
         started = time.monotonic()
         replies = fire(site.port, "/api/items/", CLIENTS, REQUESTS)
         elapsed = time.monotonic() - started
-        counts.append(statuses(replies))
-        print(f"\n{algorithm}: {counts[-1]} in {elapsed:.2f} s", end="")
+        print(f"\n{algorithm}: {statuses(replies)} in {elapsed:.2f} s", end="")
         # Every worker decided with this policy (a stale table would answer without it).
         assert {r.policy_header for r in replies} == {expected_header}
+        if algorithm != "sliding_log" and time.time() // WINDOW != window:
+            print(" (ran into the next window: again)", end="")  # a slow machine
+            continue
+        counts.append(statuses(replies))
+        if len(counts) == RUNS:
+            break
     assert counts == [{200: LIMIT, 429: REQUESTS - LIMIT}] * RUNS
 
 

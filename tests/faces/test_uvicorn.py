@@ -52,6 +52,9 @@ REQUESTS = 400
 LIMIT = 50
 WINDOW = 60
 RUNS = 2
+#: Runs again, at most, of a fixed window's run that a slow machine took past the
+#: window's end (its counts are then two windows' and prove nothing).
+RERUNS = 3
 PATH = "/hello/"
 
 
@@ -113,20 +116,21 @@ def test_exactly_the_limit_is_admitted(
     wait_for_policy(site, PATH, expected_header)
 
     counts = []
-    for _ in range(RUNS):
+    for _ in range(RUNS + RERUNS):
         inventory.reset(redis_client, name)
         # The workers forget the last run's remembered denials within one refresh interval.
         time.sleep(float(app_settings.POLICY_REFRESH_INTERVAL) + 0.2)
         if algorithm == "fixed_window":  # a clock-aligned window
             wait_clear_of_window_boundary(WINDOW, margin=5.0)
+        window = time.time() // WINDOW
         calls_before, sources_before = decide_calls(redis_client), decided(site)
         started = time.monotonic()
         replies = fire(site.port, PATH, CLIENTS, REQUESTS)
         elapsed = time.monotonic() - started
         calls = decide_calls(redis_client) - calls_before
         sources = {k: v - sources_before[k] for k, v in decided(site).items()}
-        counts.append(statuses(replies))
-        print(f"\n{algorithm}: {counts[-1]} in {elapsed:.2f} s; {sources}, {calls} calls", end="")
+        found = statuses(replies)
+        print(f"\n{algorithm}: {found} in {elapsed:.2f} s; {sources}, {calls} calls", end="")
         # Every worker decided with this policy, and every admitted request ran the view.
         assert {r.policy_header for r in replies} == {expected_header}, (
             Counter((r.policy_header, r.status) for r in replies),
@@ -136,4 +140,10 @@ def test_exactly_the_limit_is_admitted(
         assert sources["fallback"] == 0, sources
         assert sources["redis"] + sources["local"] == REQUESTS, sources
         assert calls == sources["redis"], (calls, sources)
+        if algorithm == "fixed_window" and time.time() // WINDOW != window:
+            print(" (ran into the next window: again)", end="")  # a slow machine
+            continue
+        counts.append(found)
+        if len(counts) == RUNS:
+            break
     assert counts == [{200: LIMIT, 429: REQUESTS - LIMIT}] * RUNS
