@@ -25,11 +25,11 @@ import redis
 from redis.commands.core import Script
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import near_limit
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial
 from ratelimits.engine.denials import remember as remember_denial
+from ratelimits.engine.near_limit import crossed as crossed_near_limit
 from ratelimits.engine.policy import Check
 from ratelimits.engine.receipt import Receipt, receipt_of
 from ratelimits.engine.reporting import report
@@ -146,7 +146,7 @@ class _Request:
                     verdict.receipt = receipt_of(checks, reply, REPLY_FIELDS)
                     break
             if verdict.allowed:
-                verdict.near_limit = near_limit.crossed(checks, verdict.decisions)
+                verdict.near_limit = crossed_near_limit(checks, verdict.decisions)
             _report(verdict, self.started, "redis")
         return verdict
 
