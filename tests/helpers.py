@@ -278,6 +278,18 @@ def sentinel_failover(
     """Make ``replica`` the primary, and wait until the old ``primary`` is demoted: from
     then on a write there is READONLY, and a client still on it must move."""
     deadline = time.monotonic() + timeout
+    sentinel_switch(replica, sentinel, timeout)
+    # Until the sentinel demotes the old primary, it still takes writes (Sentinel's own
+    # window).
+    while primary.client().info("replication")["role"] != "slave":
+        assert time.monotonic() < deadline, "the old primary was never demoted"
+        time.sleep(0.1)
+
+
+def sentinel_switch(replica: RedisServer, sentinel: RedisSentinel, timeout: float = 30.0) -> None:
+    """An operator's ``SENTINEL FAILOVER``, once the sentinel accepts it; returns as soon
+    as the sentinel names ``replica`` the primary (the old one is not demoted yet)."""
+    deadline = time.monotonic() + timeout
     while True:  # the sentinel refuses (NOGOODSLAVE) until it has vetted the replica
         try:
             sentinel.client().sentinel_failover(sentinel.service)
@@ -287,12 +299,7 @@ def sentinel_failover(
             time.sleep(0.2)
     while sentinel.client().sentinel_get_master_addr_by_name(sentinel.service)[1] != replica.port:
         assert time.monotonic() < deadline, "the failover did not happen"
-        time.sleep(0.1)
-    # Until the sentinel demotes the old primary, it still takes writes (Sentinel's own
-    # window).
-    while primary.client().info("replication")["role"] != "slave":
-        assert time.monotonic() < deadline, "the old primary was never demoted"
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
 def _sentinel_ready(sentinel: RedisSentinel) -> bool:

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from asgiref.sync import async_to_sync
 from redis.sentinel import SentinelConnectionPool
 
@@ -17,7 +16,7 @@ from ratelimits.engine.policy import Check
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
-from tests.helpers import item_statuses, sentinel_failover, sentinel_servers
+from tests.helpers import item_statuses, sentinel_failover, sentinel_servers, sentinel_switch
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -79,7 +78,7 @@ def test_an_operators_failover_moves_the_limiter_before_the_old_primary_is_demot
         async_to_sync(_failover_on_one_loop)(primary, replica, sentinel)
         return
     assert item_statuses(client, "203.0.113.7", 1) == [200]  # a connection held on the primary
-    _fail_over_to(replica, sentinel)
+    sentinel_switch(replica, sentinel)
     deadline = time.monotonic() + 30
     key = "rl:{ip:198.51.100.9}:items:log"
     while not replica.client().exists(key):
@@ -106,7 +105,7 @@ async def _failover_on_one_loop(
         return verdict.allowed and not verdict.decisions[0].failed
 
     assert await admitted("203.0.113.7")  # connections held on the primary
-    await asyncio.to_thread(_fail_over_to, replica, sentinel)
+    await asyncio.to_thread(sentinel_switch, replica, sentinel)
     key = "rl:{ip:198.51.100.9}:items:log"
     deadline = time.monotonic() + 30
     while not replica.client().exists(key):
@@ -115,19 +114,3 @@ async def _failover_on_one_loop(
         old_role = primary.client().info("replication")["role"]
         await asyncio.sleep(0.05)
     assert old_role == "master"
-
-
-def _fail_over_to(replica: RedisServer, sentinel: RedisSentinel) -> None:
-    """``SENTINEL FAILOVER``, once the sentinel accepts it; returns when it names
-    ``replica``."""
-    deadline = time.monotonic() + 30
-    while True:  # the sentinel refuses (NOGOODSLAVE) until it has vetted the replica
-        try:
-            sentinel.client().sentinel_failover(sentinel.service)
-            break
-        except redis.ResponseError:
-            assert time.monotonic() < deadline, "the sentinel never accepted a failover"
-            time.sleep(0.2)
-    while sentinel.client().sentinel_get_master_addr_by_name(sentinel.service)[1] != replica.port:
-        assert time.monotonic() < deadline, "the failover did not happen"
-        time.sleep(0.05)
