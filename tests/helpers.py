@@ -367,6 +367,13 @@ def staff_client(*codenames: str) -> Client:
     return client
 
 
+def logged_in(user: Any) -> Client:
+    """A test client logged in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def history(policy: Policy) -> list[str]:
     """The admin's change messages for ``policy``, oldest first."""
     entries = LogEntry.objects.filter(object_id=str(policy.pk)).order_by("action_time", "pk")

@@ -12,7 +12,7 @@ from django.test import Client
 
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.testutils import reset_state
-from tests.helpers import staff_client
+from tests.helpers import logged_in, staff_client
 
 pytestmark = pytest.mark.django_db
 
@@ -22,12 +22,6 @@ DASHBOARD = "/admin/ratelimits/dashboard/"
 def search(client: Client, times: int) -> None:
     for _ in range(times):
         client.get("/api/search/")
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

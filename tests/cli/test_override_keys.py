@@ -13,7 +13,7 @@ from django.test import Client
 
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.testutils import reset_state
-from tests.helpers import cells, run, run_json
+from tests.helpers import cells, logged_in, run, run_json
 
 pytestmark = pytest.mark.django_db
 
@@ -26,12 +26,6 @@ def search(client: Client, times: int) -> HttpResponse:
     for _ in range(times):
         response = client.get("/api/search/")
     return response
-
-
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

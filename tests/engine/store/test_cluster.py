@@ -47,6 +47,13 @@ def node_of(cluster_client: RedisCluster, key: str) -> str:
     return str(cluster_client.get_node_from_key(key).name)
 
 
+def server_of(redis_cluster: RedisClusterServers, client: RedisCluster, key: str) -> RedisServer:
+    """The suite's server holding ``key``."""
+    port = client.get_node_from_key(key).port
+    (server,) = [node for node in redis_cluster.nodes if node.port == port]
+    return server
+
+
 def addresses_on_distinct_nodes(policy: CompiledPolicy, client: RedisCluster) -> list[str]:
     """One client address per primary, each one's key living on a different node."""
     found: dict[str, str] = {}
@@ -118,8 +125,7 @@ def test_a_restarted_primary_costs_only_its_own_slots(
     policy = make("items", 2, "ip")
     ips = addresses_on_distinct_nodes(policy, redis_client)
     victim_ip, *others = ips
-    victim_node = node_of(redis_client, policy.key_for(f"ip:{victim_ip}"))
-    (victim,) = [n for n in redis_cluster.nodes if f"127.0.0.1:{n.port}" == victim_node]
+    victim = server_of(redis_cluster, redis_client, policy.key_for(f"ip:{victim_ip}"))
     assert item_statuses(client, victim_ip, 3) == [200, 200, 429]
 
     victim.kill()
@@ -155,9 +161,7 @@ def test_a_slot_moving_to_a_primary_the_client_does_not_know_yet_is_decided_ther
     ip = "198.51.100.77"
     key = policy.key_for(f"ip:{ip}")
     slot = redis_client.keyslot(key)
-    (owner,) = [
-        n for n in redis_cluster.nodes if redis_client.get_node_from_key(key).port == n.port
-    ]
+    owner = server_of(redis_cluster, redis_client, key)
     with joining_primary(redis_cluster, owner) as new:
         new_id = new.client().cluster("myid").decode()
         owner_id = owner.client().cluster("myid").decode()
@@ -186,9 +190,7 @@ def test_a_slot_moved_to_a_new_primary_is_followed_by_requests_and_tools(
     ip = "198.51.100.78"
     key = policy.key_for(f"ip:{ip}")
     slot = redis_client.keyslot(key)
-    (owner,) = [
-        n for n in redis_cluster.nodes if redis_client.get_node_from_key(key).port == n.port
-    ]
+    owner = server_of(redis_cluster, redis_client, key)
     assert item_statuses(client, ip, 2) == [200, 200]
     assert key in listed_keys()  # the tools client knows the cluster as it was
     with joining_primary(redis_cluster, owner) as new:
