@@ -367,6 +367,22 @@ def staff_client(*codenames: str) -> Client:
     return client
 
 
+@contextmanager
+def signal_senders(signal: Any) -> Iterator[list[tuple[Any, str]]]:
+    """``(sender, policy)`` of every ``signal`` sent inside the block (``request_throttled``,
+    ``request_near_limit``), in order."""
+    senders: list[tuple[Any, str]] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        senders.append((sender, kwargs["policy"]))
+
+    signal.connect(receiver)
+    try:
+        yield senders
+    finally:
+        signal.disconnect(receiver)
+
+
 def logged_in(user: Any) -> Client:
     """A test client logged in as ``user``."""
     client = Client()

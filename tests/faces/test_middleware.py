@@ -19,7 +19,13 @@ from ratelimits.middleware import RateLimitMiddleware
 from ratelimits.signals import request_near_limit, request_throttled
 from ratelimits.testutils import free_port
 from ratelimits.throttling import PolicyThrottle
-from tests.helpers import caches_at, create_policy, decide_calls, ratelimits_settings
+from tests.helpers import (
+    caches_at,
+    create_policy,
+    decide_calls,
+    ratelimits_settings,
+    signal_senders,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.urls")]
 
@@ -122,14 +128,8 @@ def test_a_drf_view_is_decided_after_drf_authentication(client):
 
 @pytest.fixture
 def throttled_senders() -> Iterator[list[Any]]:
-    senders: list[Any] = []
-
-    def receiver(sender: Any, **kwargs: Any) -> None:
-        senders.append((sender, kwargs["policy"]))
-
-    request_throttled.connect(receiver)
-    yield senders
-    request_throttled.disconnect(receiver)
+    with signal_senders(request_throttled) as senders:
+        yield senders
 
 
 def test_request_throttled_is_sent_by_the_face_that_denied(get, throttled_senders):
@@ -158,14 +158,8 @@ def test_the_decorator_sends_as_itself_without_the_middleware(client, settings, 
 def near_senders(settings: Any) -> Iterator[list[Any]]:
     """``(sender, policy)`` of every request_near_limit, at NEAR_LIMIT 0.8."""
     settings.RATELIMITS = {**settings.RATELIMITS, "NEAR_LIMIT": 0.8}
-    senders: list[Any] = []
-
-    def receiver(sender: Any, **kwargs: Any) -> None:
-        senders.append((sender, kwargs["policy"]))
-
-    request_near_limit.connect(receiver)
-    yield senders
-    request_near_limit.disconnect(receiver)
+    with signal_senders(request_near_limit) as senders:
+        yield senders
 
 
 def test_request_near_limit_is_sent_by_the_face_that_admitted(get, near_senders):
