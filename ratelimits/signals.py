@@ -1,8 +1,8 @@
 """Signals, and how a policy change reaches every worker process.
 
 A change to the ``Policy`` table (save, delete, queryset ``update()``, bulk create) is
-announced after the transaction commits: the process's own table is dropped at once,
-a version stamp in Redis is bumped so other workers reload within
+announced once per transaction, after it commits: the process's own table is dropped at
+once, a version stamp in Redis is bumped so other workers reload within
 ``POLICY_REFRESH_INTERVAL`` (:func:`ratelimits.engine.table.mark_changed`), and
 :data:`policy_changed` is sent. The model receivers that call
 :func:`schedule_policy_change` are in :mod:`ratelimits.receivers`.
@@ -46,8 +46,21 @@ request_near_limit = Signal()
 
 
 def schedule_policy_change(using: str | None = None) -> None:
-    """Announce a policy change once the current transaction (if any) commits."""
+    """Announce a policy change once the current transaction (if any) commits: once per
+    transaction, however many rows it writes (a bulk delete, an import, a queryset
+    ``update()``, the overrides a delete cascades to). An announcement already waiting
+    for the commit is not scheduled again; one that a savepoint's rollback dropped is (the
+    next change schedules it)."""
+    connection = transaction.get_connection(using)
+    if connection.in_atomic_block and _announcement_pending(connection.run_on_commit):
+        return
     transaction.on_commit(_announce_policy_change, using=using)
+
+
+def _announcement_pending(callbacks: list[tuple[Any, ...]]) -> bool:
+    """An announcement is among the callbacks waiting for the commit (Django keeps them
+    as ``(savepoint ids, callback, robust)``, and drops those of a savepoint rolled back)."""
+    return any(entry[1] is _announce_policy_change for entry in callbacks)
 
 
 def _announce_policy_change() -> None:
