@@ -8,7 +8,8 @@
 --          algorithm   sliding_log | compact_log | sliding_counter | fixed_window
 --                      | token_bucket | concurrency
 --          limit       units per window, integer >= 1
---          window_ms   window length in milliseconds
+--          window_ms   window length in milliseconds, or a calendar period's
+--                      boundaries, either with a lockout: see window_of in prelude.lua
 --          enforce     "1" for an enforcing policy, "0" for a shadow one
 --          burst       units that may be spent at once (token_bucket; others ignore it)
 --          cost        units this request spends, integer >= 1 (last: the engine sends
@@ -31,17 +32,63 @@
 -- next one of cost 1 fits; else 0. Workers answer such requests themselves until then.
 -- A concurrency policy's units come back with responses, not with time: its blocked_us
 -- is always 0.
+--
+-- A policy with a lockout (window_ms ending in "+<lockout_ms>") denies every request for
+-- lockout_ms after the first request it denied: a recorded denial sets the key's lock,
+-- "<prefix>:{<identity>}:<policy>:lock", beside its counts (same hash slot), to the
+-- time the lockout ends (microseconds, expiring then), and the policy admits no request
+-- before that time. Its last unit spent is not remembered by workers (blocked_us 0): the
+-- denial after it must reach Redis to start the lockout. The retry time of
+-- a locked-out request is the longer of the lock left and the window's own wait.
 
--- One policy's check, or the denial of a cost it can never grant.
-local function check_policy(algorithm, key, limit, window_us, now_us, burst, cost)
+-- The key holding a policy's lockout: its counts' key with the last part "lock".
+local function lock_key(key)
+  return (string.gsub(key, '[^:]+$', 'lock'))
+end
+
+-- One policy's check, or the denial of a cost it can never grant; a live lockout denies.
+local function check_policy(algorithm, key, limit, window, now_us, burst, cost, lockout_us)
+  local r
   if cost > (algorithm.bursts and burst or limit) then
-    local r = algorithm.check(key, limit, window_us, now_us, 1, burst)
-    return {
-      allowed = false, count = r.count, remaining = 0, retry_us = window_us,
-      reset_us = window_us, oversized = true,
+    local counted = algorithm.check(key, limit, window, now_us, 1, burst)
+    local _, ends_us = period_of(window, now_us)
+    local wait_us = type(window) == 'number' and window or ends_us - now_us
+    r = {
+      allowed = false, count = counted.count, remaining = 0, retry_us = wait_us,
+      reset_us = wait_us, oversized = true,
     }
+  else
+    r = algorithm.check(key, limit, window, now_us, cost, burst)
   end
-  return algorithm.check(key, limit, window_us, now_us, cost, burst)
+  if lockout_us > 0 then
+    local until_us = tonumber(redis.call('GET', lock_key(key)))
+    if until_us and until_us > now_us then
+      r.allowed, r.remaining, r.locked = false, 0, true
+      r.retry_us = math.max(r.retry_us, until_us - now_us)
+    end
+  end
+  return r
+end
+
+-- The window slot read, and refused when its algorithm cannot take it.
+local function window_for(algorithm, spec)
+  local window, lockout_us = window_of(spec)
+  if window == nil then
+    return nil, 'ratelimits: bad window ' .. tostring(spec)
+  end
+  if type(window) == 'table' and not algorithm.calendar then
+    return nil, 'ratelimits: this algorithm has no calendar windows'
+  end
+  return window, lockout_us
+end
+
+-- A recorded denial by a policy with a lockout starts it (unless one is running).
+local function start_lockout(key, r, lockout_us, now_us)
+  if lockout_us > 0 and not r.locked then
+    redis.call('SET', lock_key(key), int(now_us + lockout_us), 'PX', ceil_div(lockout_us, 1000))
+    r.locked = true
+    r.retry_us = math.max(r.retry_us, lockout_us)
+  end
 end
 
 local function decide(KEYS, ARGV)
@@ -63,18 +110,26 @@ local function decide(KEYS, ARGV)
     if not algorithm then
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[3]))
     end
-    local limit, window_us = tonumber(ARGV[4]), tonumber(ARGV[5]) * 1000
-    local burst, cost = tonumber(ARGV[7]), tonumber(ARGV[8])
-    local r = check_policy(algorithm, KEYS[1], limit, window_us, now_us, burst, cost)
+    local limit, burst, cost = tonumber(ARGV[4]), tonumber(ARGV[7]), tonumber(ARGV[8])
+    local window, lockout_us = window_for(algorithm, ARGV[5])
+    if window == nil then
+      return redis.error_reply(lockout_us)
+    end
+    local r = check_policy(algorithm, KEYS[1], limit, window, now_us, burst, cost, lockout_us)
     local allowed = r.allowed
     local blocked_us = 0
     if not allowed then
-      if not r.oversized then
+      if ARGV[2] == '1' then
+        start_lockout(KEYS[1], r, lockout_us, now_us)
+      end
+      if not r.oversized or r.locked then
         blocked_us = math.floor(r.retry_us)
       end
     elseif ARGV[2] == '1' then
-      algorithm.record(KEYS[1], limit, window_us, now_us, r, cost, burst)
-      blocked_us = math.floor(r.full_us)
+      algorithm.record(KEYS[1], limit, window, now_us, r, cost, burst)
+      if lockout_us == 0 then -- the next request must come here, to start the lockout
+        blocked_us = math.floor(r.full_us)
+      end
     end
     if algorithm.released then
       blocked_us = 0
@@ -86,7 +141,7 @@ local function decide(KEYS, ARGV)
     }
   end
 
-  local algorithms, results = {}, {}
+  local algorithms, results, windows, lockouts = {}, {}, {}, {}
   local admitted = true
   for i = 1, count do
     local base = 6 * i - 3
@@ -94,10 +149,14 @@ local function decide(KEYS, ARGV)
     if not algorithm then
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[base]))
     end
+    local window, lockout_us = window_for(algorithm, ARGV[base + 2])
+    if window == nil then
+      return redis.error_reply(lockout_us)
+    end
     local result = check_policy(
-      algorithm, KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]) * 1000, now_us,
-      tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]))
-    algorithms[i], results[i] = algorithm, result
+      algorithm, KEYS[i], tonumber(ARGV[base + 1]), window, now_us,
+      tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]), lockout_us)
+    algorithms[i], results[i], windows[i], lockouts[i] = algorithm, result, window, lockout_us
     if not result.allowed and ARGV[base + 3] == '1' then
       admitted = false
     end
@@ -111,15 +170,20 @@ local function decide(KEYS, ARGV)
     local allowed = r.allowed
     local blocked_us = 0
     if not allowed then
-      if not r.oversized then
+      if ARGV[2] == '1' then
+        start_lockout(KEYS[i], r, lockouts[i], now_us)
+      end
+      if not r.oversized or r.locked then
         blocked_us = math.floor(r.retry_us)
       end
     elseif recorded then
       local base = 6 * i - 3
       algorithms[i].record(
-        KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]) * 1000, now_us, r,
+        KEYS[i], tonumber(ARGV[base + 1]), windows[i], now_us, r,
         tonumber(ARGV[base + 5]), tonumber(ARGV[base + 4]))
-      blocked_us = math.floor(r.full_us)
+      if lockouts[i] == 0 then
+        blocked_us = math.floor(r.full_us)
+      end
     end
     if algorithms[i].released then
       blocked_us = 0

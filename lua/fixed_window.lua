@@ -1,7 +1,8 @@
--- fixed_window: one counter per clock-aligned window, on a hash.
+-- fixed_window: one counter per clock-aligned window, or per calendar period, on a hash.
 --
 -- KEYS  the policy's key (one KEYS[i] of decide.lua): a hash with fields
---         w  index of the window the count belongs to (floor(now / window))
+--         w  index of the window the count belongs to (floor(now / window)), or for a
+--            calendar period its start in microseconds (see period_of in prelude.lua)
 --         c  requests admitted in window w
 -- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds, cost;
 --       plus now_us from ARGV[1] (or Redis TIME). A request of cost n adds n to c.
@@ -11,15 +12,17 @@
 -- limit again just after it: up to 2 x limit within one window's length.
 
 ALGORITHMS.fixed_window = {
+  calendar = true, -- its window may be a calendar period (see window_of in prelude.lua)
+
   check = function(key, limit, window_us, now_us, cost)
-    local index = math.floor(now_us / window_us)
+    local index, ends_us = period_of(window_us, now_us)
     local stored = redis.call('HMGET', key, 'w', 'c')
     local stored_index = tonumber(stored[1])
     local count = 0
     if stored_index == index then
       count = tonumber(stored[2]) or 0
     end
-    local reset_us = (index + 1) * window_us - now_us
+    local reset_us = ends_us - now_us
     if count + cost <= limit then
       local remaining = limit - count - cost
       return {
@@ -41,7 +44,7 @@ ALGORITHMS.fixed_window = {
       -- The key already expires when this window ends: set with the window's first count.
       redis.call('HINCRBY', key, 'c', cost)
     else
-      redis.call('HSET', key, 'w', state.index, 'c', cost)
+      redis.call('HSET', key, 'w', int(state.index), 'c', cost)
       redis.call('PEXPIRE', key, ceil_div(state.reset_us, 1000))
     end
   end,
@@ -49,7 +52,7 @@ ALGORITHMS.fixed_window = {
   -- The request counted in the window of at_us; once that window ended, nothing is left.
   give_back = function(key, limit, window_us, at_us, mark, cost)
     local stored = redis.call('HMGET', key, 'w', 'c')
-    if tonumber(stored[1]) == math.floor(at_us / window_us) then
+    if tonumber(stored[1]) == period_of(window_us, at_us) then
       redis.call('HSET', key, 'c', math.max(0, (tonumber(stored[2]) or 0) - cost))
     end
   end,

@@ -23,7 +23,7 @@ local function give_back(KEYS, ARGV)
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[base]))
     end
     algorithm.give_back(
-      KEYS[i], tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]) * 1000, at_us,
+      KEYS[i], tonumber(ARGV[base + 1]), (window_of(ARGV[base + 2])), at_us,
       tonumber(ARGV[base + 3]), tonumber(ARGV[base + 5]), tonumber(ARGV[base + 4]), now_us)
   end
   return #KEYS

@@ -33,6 +33,12 @@
 -- are done, not with time, so a worker must never remember its denials.
 -- KEYS and ARGV are read only by decide.lua.
 --
+-- The window slot of a policy (ARGV window_ms in decide.lua) is read by window_of: a
+-- rolling window, "<ms>", or a calendar period's boundaries, "<b0>,<b1>,<b2>" in
+-- milliseconds (the local midnights that start the current period, the next and the one
+-- after, as the worker's clock saw them); either may end in "+<lockout_ms>". Only
+-- fixed_window takes a calendar period (its window is then a table, see period_of).
+--
 -- All times are integer microseconds. Lua numbers are doubles, exact to 2^53, so
 -- microsecond timestamps (about 1.8e15) are exact; integers are written with int().
 
@@ -44,6 +50,50 @@ end
 
 local function ceil_div(n, d)
   return math.ceil(n / d)
+end
+
+-- A policy's window slot: window_us (a number, or for a calendar period the table of its
+-- three boundaries in microseconds) and lockout_us (0 for none). A plain number, the
+-- usual slot, is read without a pattern.
+local function window_of(spec)
+  local ms = tonumber(spec)
+  if ms then
+    return ms * 1000, 0
+  end
+  local window, lockout = string.match(spec, '^([^+]+)%+(%d+)$')
+  if not window then
+    window, lockout = spec, '0'
+  end
+  local lockout_us = tonumber(lockout) * 1000
+  ms = tonumber(window)
+  if ms then
+    return ms * 1000, lockout_us
+  end
+  local b0, b1, b2 = string.match(window, '^(%d+),(%d+),(%d+)$')
+  if not b0 then
+    return nil, 0
+  end
+  return {tonumber(b0) * 1000, tonumber(b1) * 1000, tonumber(b2) * 1000}, lockout_us
+end
+
+-- The window holding at_us: its index (a rolling window's number since the epoch, a
+-- calendar period's start in microseconds) and its end. A worker sends the boundaries of
+-- the period its clock is in and of the next, so a Redis clock a little ahead still finds
+-- its period; one further off gets a period of the same length beside them.
+local function period_of(window, at_us)
+  if type(window) == 'number' then
+    local index = math.floor(at_us / window)
+    return index, (index + 1) * window
+  end
+  local b0, b1, b2 = window[1], window[2], window[3]
+  if at_us < b0 then
+    return b0 - (b1 - b0), b0
+  elseif at_us < b1 then
+    return b0, b1
+  elseif at_us < b2 then
+    return b1, b2
+  end
+  return b2, b2 + (b2 - b1)
 end
 
 -- Members of cost units admitted at at_us, named "<at_us>-<n>" for n from first: unique

@@ -459,7 +459,8 @@ def _give_back_group(receipt: Receipt, group: list[int], client: Client) -> None
     checks = [receipt.checks[i] for i in group]
     args = [str(receipt.times[group[0]]), _GIVE_BACK]
     for index, check in zip(group, checks, strict=True):
-        algorithm, limit, window_ms, _, burst, _ = check.policy.script_args[check.shard]
+        at = receipt.times[index] / 1_000_000
+        algorithm, limit, window_ms, _, burst, _ = check.policy.args_at(at)[check.shard]
         args += [algorithm, limit, window_ms, str(receipt.marks[index]), burst, str(check.units)]
     keys = [check.key for check in checks]
     call = commands.decide_call(keys, bulk_strings(args), len(args))
@@ -484,15 +485,17 @@ def decide_call(
     as :mod:`ratelimits.engine.store.commands` sends it."""
     if keys is None:
         keys = [check.key for check in checks]
-    head = _HEAD_ARGUMENTS[record] if now is None else bulk_strings(_arguments([], record, now))
+    count = 2 + POLICY_SLOTS * len(checks)
+    if now is not None:  # a replayed time: calendar periods are the time's, not the clock's
+        return commands.decide_call(keys, bulk_strings(_arguments(checks, record, now)), count)
     policies = [check.wire_args for check in checks]
-    return commands.decide_call(keys, head + b"".join(policies), 2 + POLICY_SLOTS * len(checks))
+    return commands.decide_call(keys, _HEAD_ARGUMENTS[record] + b"".join(policies), count)
 
 
 def _arguments(checks: Sequence[Check], record: bool, now: float | None) -> list[str]:
     args = ["" if now is None else str(round(now * 1_000_000)), "1" if record else "0"]
     for check in checks:
-        args.extend(check.policy.script_args[check.shard][:-1])
+        args.extend(check.policy.args_at(now)[check.shard][:-1])
         args.append(str(check.units))
     return args
 

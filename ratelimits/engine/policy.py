@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 from dataclasses import dataclass, field, replace
+
+from django.conf import settings
 
 from ratelimits import validators
 from ratelimits.conf import app_settings
+from ratelimits.engine import periods
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides
@@ -22,6 +26,12 @@ from ratelimits.engine.store.commands import bulk_strings
 CONCURRENCY = "concurrency"
 #: What ``counts`` may be: which responses spend a unit.
 COUNTS = ("all", "failures", "successes")
+#: The algorithms whose window may be a calendar period (``lua/prelude.lua``'s
+#: ``window_of``; each has ``calendar = true`` in its Lua entry).
+CALENDAR_ALGORITHMS = ("fixed_window",)
+
+#: Script arguments: per shard, the six ARGV slots of ``lua/decide.lua``.
+ScriptArgs = tuple[tuple[str, str, str, str, str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +50,11 @@ class CompiledPolicy:
     enforce: bool
     fail_open: bool
     #: For each shard, its six ARGV slots in ``lua/decide.lua``: algorithm, the shard's
-    #: share of the limit, window_ms, enforce, the shard's share of the burst (the limit's
-    #: share for algorithms without one), cost. One entry for an unsharded policy.
-    script_args: tuple[tuple[str, str, str, str, str, str], ...]
+    #: share of the limit, the window slot (``window_ms``, with a lockout ``+<ms>``; a
+    #: calendar policy's are the period's at build time, see :meth:`args_at`), enforce,
+    #: the shard's share of the burst (the limit's share for algorithms without one),
+    #: cost. One entry for an unsharded policy.
+    script_args: ScriptArgs
     #: Who gets another limit or none (:mod:`ratelimits.engine.overrides`); ``None`` when nobody.
     overrides: Overrides | None = field(default=None, compare=False, repr=False)
     #: For a policy an override made, which one ("user alice", "10.0.0.0/8"); else "".
@@ -55,6 +67,14 @@ class CompiledPolicy:
     #: Which responses spend (:data:`COUNTS`): ``"all"``, ``"failures"`` (status 400 or
     #: more) or ``"successes"``; the others get their units back after the response.
     counts: str = "all"
+    #: ``"day"``, ``"week"`` or ``"month"``: counts reset at the local start of each such
+    #: period of :attr:`time_zone` (:mod:`ratelimits.engine.periods`); ``""``: the rolling
+    #: ``window``.
+    calendar: str = ""
+    #: The IANA time zone of a calendar policy's periods (``""`` for a rolling window).
+    time_zone: str = ""
+    #: Seconds every request is denied after the first one this policy denies; 0: none.
+    lockout: int = 0
     #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
     wire_args: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
     #: ``script_args`` without the last slot, cost, as bytes: a request that spends
@@ -66,6 +86,12 @@ class CompiledPolicy:
     #: True when an admitted request may get units back after its response: a
     #: concurrency policy, or one that does not count every response.
     gives_back: bool = field(init=False, compare=False, repr=False)
+    #: A calendar policy's arguments for the period the worker's clock is in:
+    #: ``[(valid_until, script_args, wire_args, wire_head)]``, replaced whole when the
+    #: period ends (one list item, so a reader on another thread sees one period's).
+    _period: list[tuple[float, ScriptArgs, tuple[bytes, ...], tuple[bytes, ...]]] = field(
+        init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "wire_args", tuple(map(bulk_strings, self.script_args)))
@@ -76,6 +102,7 @@ class CompiledPolicy:
         object.__setattr__(self, "capacities", tuple(int(a[slot]) for a in self.script_args))
         gives_back = self.algorithm == CONCURRENCY or self.counts != "all"
         object.__setattr__(self, "gives_back", gives_back)
+        object.__setattr__(self, "_period", [(0.0, self.script_args, (), ())])
 
     @classmethod
     def build(
@@ -94,10 +121,19 @@ class CompiledPolicy:
         burst: int | None = None,
         cost: int = 1,
         counts: str = "all",
+        calendar: str = "",
+        time_zone: str = "",
+        lockout: int = 0,
     ) -> CompiledPolicy:
         """The compiled policy. ``burst`` (token_bucket; ``None``: the limit) must be at
         least 1, and so must ``cost``, the units one request spends. ``counts`` is one of
-        :data:`COUNTS`; a concurrency policy counts all (it gives every slot back)."""
+        :data:`COUNTS`; a concurrency policy counts all (it gives every slot back).
+        ``calendar`` (one of :data:`~ratelimits.engine.periods.CALENDARS`, for an algorithm
+        of :data:`CALENDAR_ALGORITHMS`) counts in the periods of ``time_zone`` (an IANA
+        name; blank: ``settings.TIME_ZONE``) instead of ``window``, which becomes the
+        period's nominal length. ``lockout`` (seconds, 0: none) denies every request for
+        that long after a denial; it needs one shard and an algorithm other than
+        concurrency."""
         if burst is not None and int(burst) < 1:
             raise ValueError(f"burst must be at least 1, not {burst}")
         if int(cost) < 1:
@@ -106,6 +142,23 @@ class CompiledPolicy:
             raise ValueError(f"counts must be one of {', '.join(COUNTS)}, not {counts!r}")
         if algorithm == CONCURRENCY and counts != "all":
             raise ValueError("a concurrency policy counts all: it gives every slot back")
+        if calendar:
+            if calendar not in periods.CALENDARS:
+                raise ValueError(
+                    f"calendar must be one of {', '.join(periods.CALENDARS)}, not {calendar!r}"
+                )
+            if algorithm not in CALENDAR_ALGORITHMS:
+                raise ValueError(f"{algorithm} has no calendar windows: use fixed_window")
+            time_zone = time_zone or settings.TIME_ZONE or "UTC"
+            periods.zone(time_zone)  # an unknown name is refused here, not per request
+            window = periods.NOMINAL_WINDOW[calendar]
+        else:
+            time_zone = ""
+        lockout = int(lockout)
+        if lockout < 0:
+            raise ValueError(f"lockout must be 0 (none) or more seconds, not {lockout}")
+        if lockout and (algorithm == CONCURRENCY or int(shards) > 1):
+            raise ValueError("a lockout needs one shard and an algorithm other than concurrency")
         header = validators.header_name(key)
         enforce = mode == "enforce"
         burst = None if burst is None else int(burst)
@@ -124,7 +177,7 @@ class CompiledPolicy:
             script_args=_script_args(
                 algorithm,
                 int(limit),
-                str(int(window) * 1000),
+                _window_slot(calendar, time_zone, int(window), lockout, time.time()),
                 "1" if enforce else "0",
                 burst,
                 int(cost),
@@ -133,16 +186,22 @@ class CompiledPolicy:
             burst=burst,
             cost=int(cost),
             counts=counts,
+            calendar=calendar,
+            time_zone=time_zone,
+            lockout=lockout,
         )
 
     @classmethod
     def from_model(cls, policy: object) -> CompiledPolicy:
-        """The policy from a ``Policy`` row (``burst``, ``cost`` and ``counts`` when it has
-        them)."""
+        """The policy from a ``Policy`` row (``burst``, ``cost``, ``counts``, ``calendar``,
+        ``time_zone`` and ``lockout`` when it has them)."""
         return cls.build(
             burst=getattr(policy, "burst", None),
             cost=getattr(policy, "cost", 1) or 1,
             counts=getattr(policy, "counts", "all") or "all",
+            calendar=getattr(policy, "calendar", "") or "",
+            time_zone=getattr(policy, "time_zone", "") or "",
+            lockout=getattr(policy, "lockout", 0) or 0,
             **{
                 field: getattr(policy, field)
                 for field in (
@@ -182,6 +241,43 @@ class CompiledPolicy:
             override=override,
         )
 
+    def args_at(self, now: float | None = None) -> ScriptArgs:
+        """:attr:`script_args` for a request at ``now`` (seconds since the epoch; ``None``:
+        the worker's clock): a calendar policy's window slot holds that period's
+        boundaries."""
+        if not self.calendar:
+            return self.script_args
+        if now is None:
+            return self.current_period()[1]
+        return self._with_window(self._window_at(now))
+
+    def current_period(
+        self,
+    ) -> tuple[float, ScriptArgs, tuple[bytes, ...], tuple[bytes, ...]]:
+        """A calendar policy's arguments for the period the worker's clock is in:
+        ``(valid_until, script_args, wire_args, wire_head)``, made once per period."""
+        held = self._period[0]
+        now = time.time()
+        if now < held[0]:
+            return held
+        window = self._window_at(now)
+        args = self._with_window(window)
+        valid_until = int(window.split(",")[1].split("+")[0]) / 1000
+        fresh = (
+            valid_until,
+            args,
+            tuple(map(bulk_strings, args)),
+            tuple(bulk_strings(a[:5]) for a in args),
+        )
+        self._period[0] = fresh
+        return fresh
+
+    def _window_at(self, now: float) -> str:
+        return _window_slot(self.calendar, self.time_zone, self.window, self.lockout, now)
+
+    def _with_window(self, window: str) -> ScriptArgs:
+        return tuple((a[0], a[1], window, a[3], a[4], a[5]) for a in self.script_args)
+
     def for_client(self, user_key: str | None, identity: str) -> CompiledPolicy | None:
         """The policy as it applies to this client after overrides; ``None`` when exempt."""
         if self.overrides is None:
@@ -203,7 +299,15 @@ class CompiledPolicy:
     def rate(self) -> str:
         """The rate as the admin and the command show it (:func:`describe_rate`)."""
         return describe_rate(
-            self.limit, self.window, self.algorithm, self.burst, self.cost, self.counts
+            self.limit,
+            self.window,
+            self.algorithm,
+            self.burst,
+            self.cost,
+            self.counts,
+            calendar=self.calendar,
+            time_zone=self.time_zone,
+            lockout=self.lockout,
         )
 
     @property
@@ -226,6 +330,17 @@ class CompiledPolicy:
         return random.randrange(count) if count > 1 else 0
 
 
+def _window_slot(calendar: str, time_zone: str, window: int, lockout: int, now: float) -> str:
+    """The window slot of ``lua/decide.lua`` (see ``window_of`` in ``lua/prelude.lua``):
+    ``"<window_ms>"``, or a calendar period's boundaries at ``now``
+    ``"<start_ms>,<end_ms>,<next_end_ms>"``; with ``"+<lockout_ms>"`` for a lockout."""
+    if calendar:
+        slot = ",".join(map(str, periods.boundaries(calendar, periods.zone(time_zone), now)))
+    else:
+        slot = str(window * 1000)
+    return f"{slot}+{lockout * 1000}" if lockout else slot
+
+
 def _script_args(
     algorithm: str,
     limit: int,
@@ -234,7 +349,7 @@ def _script_args(
     burst: int | None,
     cost: int,
     shards: int,
-) -> tuple[tuple[str, str, str, str, str, str], ...]:
+) -> ScriptArgs:
     """Each shard's ARGV slots (see ``CompiledPolicy.script_args``).
 
     A policy has at most ``limit`` shards (each has a unit of quota), and a token bucket
@@ -268,12 +383,21 @@ def describe_rate(
     burst: int | None = None,
     cost: int = 1,
     counts: str = "all",
+    *,
+    calendar: str = "",
+    time_zone: str = "",
+    lockout: int = 0,
 ) -> str:
-    """``"5 per 60 s"``, or for concurrency ``"2 at once, lease 60 s"``; a token bucket's
-    burst, a cost other than 1 and counts other than all are added
-    (``"2 per 2 s, burst 4, cost 3"``, ``"5 per 60 s, failures only"``)."""
+    """``"5 per 60 s"``, or for concurrency ``"2 at once, lease 60 s"``, or for a calendar
+    window ``"10,000 per calendar month (Europe/Berlin)"``; a token bucket's burst, a cost
+    other than 1, counts other than all and a lockout are added (``"2 per 2 s, burst 4,
+    cost 3"``, ``"5 per 60 s, failures only, then locked out 15 min"``)."""
     if algorithm == CONCURRENCY:
         text = f"{limit} at once, lease {window} s"
+    elif calendar:
+        text = f"{limit:,} per calendar {calendar}"
+        if time_zone:
+            text += f" ({time_zone})"
     else:
         text = f"{limit} per {window} s"
     if algorithm == "token_bucket" and burst is not None:
@@ -282,7 +406,18 @@ def describe_rate(
         text += f", cost {cost}"
     if counts != "all":
         text += f", {counts} only"
+    if lockout:
+        text += f", then locked out {describe_duration(lockout)}"
     return text
+
+
+def describe_duration(seconds: int) -> str:
+    """``"15 min"``, ``"2 h"``, ``"1 day"``, or ``"90 s"`` when no larger unit divides it."""
+    for size, unit in ((86400, "day"), (3600, "h"), (60, "min")):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}" + ("s" if unit == "day" and count > 1 else "")
+    return f"{seconds} s"
 
 
 def shard_limits(limit: int, shards: int) -> list[int]:
@@ -312,10 +447,14 @@ class Check:
     @property
     def wire_args(self) -> bytes:
         """This check's ARGV slots as bytes: the policy's, pre-encoded, for its own cost."""
-        cost = self.cost
-        if cost is None or cost == self.policy.cost:
-            return self.policy.wire_args[self.shard]
-        return self.policy.wire_head[self.shard] + encoded_cost(cost)
+        cost, policy = self.cost, self.policy
+        if policy.calendar:  # this period's boundaries
+            _, _, wire_args, wire_head = policy.current_period()
+        else:
+            wire_args, wire_head = policy.wire_args, policy.wire_head
+        if cost is None or cost == policy.cost:
+            return wire_args[self.shard]
+        return wire_head[self.shard] + encoded_cost(cost)
 
     @property
     def key(self) -> str:
