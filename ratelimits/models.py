@@ -13,7 +13,8 @@ from django.db.models import F, Q
 
 from ratelimits import validators
 from ratelimits.engine import override_identity
-from ratelimits.engine.policy import describe_rate
+from ratelimits.engine.periods import NOMINAL_WINDOW
+from ratelimits.engine.policy import CALENDAR_ALGORITHMS, describe_rate
 from ratelimits.signals import schedule_policy_change
 
 
@@ -30,6 +31,13 @@ class Counts(models.TextChoices):
     ALL = "all", "Every admitted request"
     FAILURES = "failures", "Failures only (the response's status is 400 or more)"
     SUCCESSES = "successes", "Successes only (the response's status is below 400)"
+
+
+class Calendar(models.TextChoices):
+    ROLLING = "", "Rolling window (the window in seconds)"
+    DAY = "day", "Calendar day (from midnight)"
+    WEEK = "week", "Calendar week (from Monday, midnight)"
+    MONTH = "month", "Calendar month (from the 1st, midnight)"
 
 
 class Mode(models.TextChoices):
@@ -95,7 +103,37 @@ class Policy(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_WINDOW)],
         help_text=(
             "Window length in seconds (1 s to 30 days); for concurrency, the lease: a "
-            "request's slot frees itself after it even if its response never ends."
+            "request's slot frees itself after it even if its response never ends. With a "
+            "calendar period it is set for you (the period's nominal length)."
+        ),
+    )
+    calendar = models.CharField(
+        max_length=8,
+        blank=True,
+        default=Calendar.ROLLING,
+        choices=Calendar.choices,
+        help_text=(
+            "fixed_window only: count per calendar day, week or month of the time zone, "
+            "resetting at its local midnight (a quota: 10,000 per calendar month). Blank: "
+            "the rolling window."
+        ),
+    )
+    time_zone = models.CharField(
+        max_length=64,
+        blank=True,
+        validators=[validators.validate_time_zone],
+        help_text=(
+            "The calendar period's IANA time zone (Europe/Berlin). Blank: the site's "
+            "TIME_ZONE. Only for a calendar period."
+        ),
+    )
+    lockout = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(validators.MAX_LOCKOUT)],
+        help_text=(
+            "Seconds a client is locked out after its first denied request: every request "
+            "is denied until then, whatever the window allows (a sign-in form: 900). 0: "
+            "no lockout. Not for concurrency or a sharded policy."
         ),
     )
     key = models.CharField(
@@ -208,6 +246,18 @@ class Policy(models.Model):
                 & (Q(counts=Counts.ALL) | ~Q(algorithm=Algorithm.CONCURRENCY)),
                 name="ratelimits_policy_counts_valid",
             ),
+            models.CheckConstraint(
+                condition=Q(calendar=Calendar.ROLLING, time_zone="")
+                | Q(calendar__in=Calendar.values, algorithm__in=CALENDAR_ALGORITHMS)
+                & ~Q(calendar=Calendar.ROLLING),
+                name="ratelimits_policy_calendar_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(lockout=0)
+                | Q(lockout__gte=1, lockout__lte=validators.MAX_LOCKOUT, shards=1)
+                & ~Q(algorithm=Algorithm.CONCURRENCY),
+                name="ratelimits_policy_lockout_valid",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -219,6 +269,9 @@ class Policy(models.Model):
         self.endpoint = (self.endpoint or "").strip()
         with contextlib.suppress(ValidationError):
             self.methods = validators.normalize_methods(self.methods)
+        self.time_zone = (self.time_zone or "").strip()
+        if self.calendar in NOMINAL_WINDOW:  # the period's length, for what reads window
+            self.window = NOMINAL_WINDOW[self.calendar]
 
     def clean_fields(self, exclude: Any = None) -> None:
         self.normalize()
@@ -246,6 +299,37 @@ class Policy(models.Model):
             raise ValidationError(
                 {"shards": f"At most the burst ({burst}): every shard takes at least 1 at once."}
             )
+        self._clean_calendar()
+        self._clean_lockout()
+
+    def _clean_calendar(self) -> None:
+        if self.calendar and self.algorithm not in CALENDAR_ALGORITHMS:
+            raise ValidationError(
+                {
+                    "calendar": "Only a fixed_window policy counts in calendar periods: "
+                    "choose Fixed window, or a rolling window."
+                }
+            )
+        if self.time_zone and not self.calendar:
+            raise ValidationError(
+                {
+                    "time_zone": "Only a calendar period has a time zone: choose a "
+                    "calendar day, week or month, or leave it blank."
+                }
+            )
+
+    def _clean_lockout(self) -> None:
+        lockout = self.lockout
+        if not isinstance(lockout, int) or lockout == 0:
+            return
+        if self.algorithm == Algorithm.CONCURRENCY:
+            raise ValidationError(
+                {"lockout": "A concurrency policy has no lockout: its slots come back."}
+            )
+        if isinstance(self.shards, int) and self.shards > 1:
+            raise ValidationError(
+                {"lockout": "A lockout needs one shard: set shards to 1, or the lockout to 0."}
+            )
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The same normal form whether the row comes from a form, the ORM or an import.
@@ -256,7 +340,15 @@ class Policy(models.Model):
     def rate_display(self) -> str:
         """The rate as :func:`~ratelimits.engine.policy.describe_rate` words it."""
         return describe_rate(
-            self.limit, self.window, self.algorithm, self.burst, self.cost, self.counts
+            self.limit,
+            self.window,
+            self.algorithm,
+            self.burst,
+            self.cost,
+            self.counts,
+            calendar=self.calendar,
+            time_zone=self.calendar and (self.time_zone or settings.TIME_ZONE or "UTC"),
+            lockout=self.lockout or 0,
         )
 
 
@@ -375,7 +467,9 @@ class PolicyOverride(models.Model):
         of this override's policy, say)."""
         if self.exempt:
             return "exempt"
-        return describe_rate(self.limit, policy.window, policy.algorithm)
+        return describe_rate(
+            self.limit, policy.window, policy.algorithm, calendar=getattr(policy, "calendar", "")
+        )
 
     def normalize(self) -> None:
         """Store the identity in its matched form: addresses normalised, API keys hashed.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.exceptions import ValidationError
 
@@ -13,6 +14,8 @@ MAX_WINDOW = 30 * 24 * 3600
 MAX_LIMIT = 2**31 - 1
 #: Most keys one policy's budget may be split over (``Policy.shards``).
 MAX_SHARDS = 64
+#: The longest lockout, seconds (30 days, as the longest window).
+MAX_LOCKOUT = MAX_WINDOW
 KEY_KINDS = ("user", "ip", "user_or_ip", "global")
 HEADER_PREFIX = "header:"
 
@@ -79,6 +82,21 @@ def validate_endpoint(value: str) -> None:
             "(api:search) or a path glob (/api/search/*).",
             code="invalid_endpoint",
         )
+
+
+def validate_time_zone(value: str) -> None:
+    """An IANA time zone name this machine knows (``Europe/Berlin``); blank is allowed."""
+    if not value:
+        return
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(
+            "%(value)r is not a known time zone: use an IANA name such as Europe/Berlin, "
+            "America/New_York or UTC, or leave blank for the site's TIME_ZONE.",
+            code="invalid_time_zone",
+            params={"value": value},
+        ) from None
 
 
 def header_name(key: str) -> str | None:

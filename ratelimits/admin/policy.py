@@ -62,6 +62,22 @@ class PolicyForm(forms.ModelForm):
         fields = "__all__"
         widgets = {"endpoint": EndpointInput()}
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "window" in self.fields:  # a calendar period sets it (Policy.normalize)
+            self.fields["window"].required = False
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if (
+            "window" in self.fields
+            and cleaned.get("window") is None
+            and not cleaned.get("calendar")
+            and "window" not in self.errors
+        ):
+            self.add_error("window", "Give the window in seconds, or choose a calendar period.")
+        return cleaned
+
 
 class PolicyChangelistForm(forms.ModelForm):
     """The changelist's editable row: the mode by its short name, so the select does not
