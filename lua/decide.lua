@@ -65,6 +65,7 @@ local function check_policy(algorithm, key, limit, window, now_us, burst, cost, 
     if until_us and until_us > now_us then
       r.allowed, r.remaining, r.locked = false, 0, true
       r.retry_us = math.max(r.retry_us, until_us - now_us)
+      r.reset_us = math.max(r.reset_us, r.retry_us)
     end
   end
   return r
@@ -88,6 +89,7 @@ local function start_lockout(key, r, lockout_us, now_us)
     redis.call('SET', lock_key(key), int(now_us + lockout_us), 'PX', ceil_div(lockout_us, 1000))
     r.locked = true
     r.retry_us = math.max(r.retry_us, lockout_us)
+    r.reset_us = math.max(r.reset_us, r.retry_us)
   end
 end
 
