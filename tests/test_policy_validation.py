@@ -293,3 +293,86 @@ def test_counts_is_checked_on_its_field(overrides: dict[str, Any], message: str)
     assert list(errors) == ["counts"]
     assert message in messages(errors["counts"])
     assert clean_errors(make(algorithm="concurrency")) == {}  # counts all: the control
+
+
+# --- calendar windows and lockouts ---------------------------------------------------------
+
+FIXED = {"algorithm": "fixed_window"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "reason"),
+    [
+        (
+            {**FIXED, "calendar": "month", "time_zone": "Mars/Olympus"},
+            "time_zone",
+            "'Mars/Olympus' is not a known time zone",
+        ),
+        (
+            {**FIXED, "calendar": "month", "time_zone": "../etc/passwd"},
+            "time_zone",
+            "not a known time zone",
+        ),
+        (
+            {"calendar": "month"},
+            "calendar",
+            "Only a fixed_window policy counts in calendar periods",
+        ),
+        ({**FIXED, "calendar": "year"}, "calendar", "not a valid choice"),
+        (
+            {**FIXED, "time_zone": "Europe/Berlin"},
+            "time_zone",
+            "Only a calendar period has a time zone",
+        ),
+        ({"lockout": -1}, "lockout", "greater than or equal to 0"),
+        ({"lockout": MAX_WINDOW + 1}, "lockout", "less than or equal to 2592000"),
+        ({"lockout": 60, "shards": 2}, "lockout", "A lockout needs one shard"),
+        ({"lockout": 60, "algorithm": "concurrency"}, "lockout", "no lockout"),
+    ],
+    ids=lambda v: repr(v) if isinstance(v, dict) else None,
+)
+def test_calendar_and_lockout_are_checked_on_their_field(
+    overrides: dict[str, Any], field: str, reason: str
+) -> None:
+    errors = clean_errors(make(**overrides))
+    assert list(errors) == [field]
+    assert reason in messages(errors[field])
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"calendar": "month"},  # not a fixed window
+        {**FIXED, "calendar": "year"},
+        {"time_zone": "Europe/Berlin"},  # without a calendar
+        {"lockout": 60, "shards": 2},
+        {"lockout": 60, "algorithm": "concurrency"},
+    ],
+    ids=repr,
+)
+def test_the_database_refuses_a_calendar_or_lockout_clean_refuses(
+    overrides: dict[str, Any],
+) -> None:
+    with pytest.raises(IntegrityError) as raised, transaction.atomic():
+        Policy.objects.create(**{**GOOD, **overrides})
+    assert "calendar_valid" in str(raised.value) or "lockout_valid" in str(raised.value)
+
+
+def test_a_calendar_policy_is_valid_and_keeps_the_period_s_window() -> None:
+    policy = make(**FIXED, calendar="month", time_zone="Europe/Berlin", limit=10_000, window=7)
+    assert clean_errors(policy) == {}
+    assert policy.window == 30 * 86400
+    assert policy.rate_display == "10,000 per calendar month (Europe/Berlin)"
+
+
+def test_a_calendar_policy_without_a_zone_is_in_the_site_s(settings) -> None:
+    settings.TIME_ZONE = "America/New_York"
+    policy = make(**FIXED, calendar="week")
+    assert clean_errors(policy) == {}
+    assert policy.rate_display == "5 per calendar week (America/New_York)"
+
+
+def test_a_lockout_is_valid_and_worded() -> None:
+    policy = make(lockout=900, counts="failures")
+    assert clean_errors(policy) == {}
+    assert policy.rate_display == "5 per 60 s, failures only, then locked out 15 min"
