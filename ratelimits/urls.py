@@ -1,10 +1,13 @@
 """URLs of the app: ``path("ratelimits/", include("ratelimits.urls"))`` serves
-``ratelimits/metrics/`` (Prometheus, with the ``prometheus`` extra)."""
+``ratelimits/metrics/`` (Prometheus, with the ``prometheus`` extra) and
+``ratelimits/usage/`` (the caller's own usage, :mod:`ratelimits.usage`; URL name
+``ratelimits:usage``, which a policy's endpoint may name)."""
 
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
 from ratelimits.exceptions import MissingExtra
+from ratelimits.usage import usage_view
 
 try:
     from ratelimits.prometheus import metrics_view
@@ -18,4 +21,7 @@ except MissingExtra as missing:
 
 app_name = "ratelimits"
 
-urlpatterns = [path("metrics/", metrics_view, name="metrics")]
+urlpatterns = [
+    path("metrics/", metrics_view, name="metrics"),
+    path("usage/", usage_view, name="usage"),
+]

@@ -1,0 +1,71 @@
+"""``GET /ratelimits/usage/``: the caller's own usage of each policy that counts it, as
+JSON, spending nothing (``ratelimits.urls`` mounts :class:`UsageView` as
+``ratelimits:usage``).
+
+:class:`UsageView` is a DRF view, so a client is known as it authenticates to the API:
+by the classes of ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``, read at each
+request (a session and HTTP Basic by default; add ``TokenAuthentication`` there, or
+mount ``UsageView.as_view(authentication_classes=[...])`` yourself). It is under
+:class:`~ratelimits.throttling.PolicyThrottle`, after that authentication: a policy whose
+endpoint is ``ratelimits:usage`` limits it like any other view, and
+``RateLimitMiddleware`` leaves it to the throttle. Anyone may call it: it shows only the
+caller's numbers. :func:`usage_response` answers for any request, so another framework
+can serve the same JSON after its own authentication (a django-ninja operation with an
+API key: see docs/usage.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.http import JsonResponse
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.renderers import JSONRenderer
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from ratelimits.conf import app_settings
+from ratelimits.exceptions import RedisUnavailable
+from ratelimits.http.usage import usage_of
+from ratelimits.throttling import PolicyThrottle
+
+#: The status when Redis cannot answer: the numbers are unknown, never guessed.
+UNAVAILABLE = 503
+
+
+def usage_response(request: Any) -> JsonResponse:
+    """``{"policies": [...]}`` for the client of ``request`` (a Django request, or DRF's
+    or django-ninja's after their authentication); a 503 with ``{"detail": ...}`` when
+    Redis cannot answer, with ``Retry-After`` the circuit breaker's cooldown."""
+    try:
+        found = usage_of(request)
+    except RedisUnavailable:
+        detail = "Rate-limit usage is unavailable: its store did not answer. Try again later."
+        response = JsonResponse({"detail": detail}, status=UNAVAILABLE)
+        response["Retry-After"] = str(max(1, math.ceil(float(app_settings.BREAKER_COOLDOWN))))
+        return response
+    return JsonResponse({"policies": [usage.as_json() for usage in found]})
+
+
+class UsageView(APIView):
+    """``GET``: :func:`usage_response` for the client DRF authenticated."""
+
+    #: ``None``: ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``, read per request.
+    authentication_classes: Any = None
+    permission_classes: Any = ()
+    throttle_classes = (PolicyThrottle,)
+    renderer_classes = (JSONRenderer,)
+    http_method_names = ["get", "head", "options"]
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        classes = self.authentication_classes
+        if classes is None:
+            classes = api_settings.DEFAULT_AUTHENTICATION_CLASSES
+        return [authentication() for authentication in classes]
+
+    def get(self, request: Any) -> JsonResponse:
+        return usage_response(request)
+
+
+usage_view = UsageView.as_view()
