@@ -1,4 +1,5 @@
-"""The in-process policy table: which policies match a request, with no database query.
+"""The in-process policy table, kept current: which policies match a request (the index,
+:mod:`ratelimits.engine.matching`) with no database query.
 
 Each worker keeps the enabled policies compiled in memory. At most every
 ``POLICY_REFRESH_INTERVAL`` seconds a request checks a version stamp in Redis (one
@@ -10,19 +11,23 @@ when ready: requests meanwhile are served the table held, and none waits for the
 database. A committed change, and a reset of counters, writes a new random stamp
 (:func:`mark_changed`, called by :mod:`ratelimits.signals`), so every worker enforces it
 within ``POLICY_REFRESH_INTERVAL`` seconds and the build's time, even after Redis lost
-its data. A request builds the table itself only when none is fit to serve: a worker's
-first request, the first after a change made in this process (:func:`mark_changed`
-drops the table), and an idle worker's check (none for two intervals: its table may be
-any age). Seeing the stamp move, and swapping a new table in, forget the over-limit keys
-the worker remembers (:mod:`ratelimits.engine.denials`).
+its data.
+
+A build is cheap and paced. A new table re-indexes only the policies that are not the
+very objects the held table has, sharing the rest of its index; the background thread
+gives the GIL away between small steps (:mod:`ratelimits.engine.pacing`), so a request
+never waits long for a build in its own process. A request builds the table itself only
+when none is fit to serve: a worker's first request, the first after a change made in
+this process (:func:`mark_changed` drops the table), and an idle worker's check (none
+for two intervals: its table may be any age). Seeing the stamp move, and swapping a new
+table in, forget the over-limit keys the worker remembers
+(:mod:`ratelimits.engine.denials`).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import os
-import re
 import threading
 import time
 import uuid
@@ -35,6 +40,8 @@ from django.core.signals import setting_changed
 from ratelimits.conf import app_settings
 from ratelimits.engine.denials import clear as clear_denials
 from ratelimits.engine.keys import version_key
+from ratelimits.engine.matching import PolicyTable
+from ratelimits.engine.pacing import UNPACED, Pacer, paced_by
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection
@@ -78,96 +85,6 @@ def set_source(
     global _source, _release_thread, _in_background
     _source, _release_thread, _in_background = source, release, in_background
     reset()
-
-
-#: Up to this many globs, a request tries each in turn: cheaper than the index's lookups.
-FEW_GLOBS = 16
-#: What makes an endpoint a glob (fnmatch's wildcards).
-_WILDCARDS = re.compile(r"[*?[]")
-
-
-def glob_prefix(pattern: str) -> str:
-    """The literal part of a path glob up to its last ``/`` before the first wildcard:
-    every path the glob matches starts with it (``/api/*/items`` -> ``/api/``; ``*.json``
-    -> ``""``)."""
-    wildcard = _WILDCARDS.search(pattern)
-    literal = pattern if wildcard is None else pattern[: wildcard.start()]
-    return literal[: literal.rfind("/") + 1]
-
-
-def path_prefixes(path: str, depth: int = -1) -> list[str]:
-    """``""`` and the prefixes of ``path`` that end in ``/``, the first ``depth`` of them
-    (all with ``-1``): ``/a/b`` -> ``["", "/", "/a/"]``."""
-    found = [""]
-    slash = path.find("/")
-    while slash != -1 and depth != 0:
-        found.append(path[: slash + 1])
-        slash = path.find("/", slash + 1)
-        depth -= 1
-    return found
-
-
-class PolicyTable:
-    """Enabled policies, indexed for matching a request.
-
-    Endpoints that are names (a ``throttle_scope``, a URL name) are a dict lookup. Path
-    globs are grouped by their literal prefix up to a ``/`` (:func:`glob_prefix`), so a
-    request tries only the globs filed under one of its own path's prefixes: matching
-    costs the path's depth plus the globs that could match, whatever the table's size.
-    A table of at most :data:`FEW_GLOBS` globs tries them all, which is cheaper.
-    """
-
-    def __init__(self, policies: Iterable[CompiledPolicy]) -> None:
-        self.policies = tuple(sorted(policies, key=lambda p: p.name))
-        self._by_policy_name = {policy.name: policy for policy in self.policies}
-        by_name: dict[str, list[CompiledPolicy]] = {}
-        by_prefix: dict[str, list[tuple[int, re.Pattern[str], CompiledPolicy]]] = {}
-        for order, policy in enumerate(self.policies):
-            if policy.is_path_pattern:
-                pattern = re.compile(fnmatch.translate(policy.endpoint))
-                by_prefix.setdefault(glob_prefix(policy.endpoint), []).append(
-                    (order, pattern, policy)
-                )
-            else:
-                by_name.setdefault(policy.endpoint, []).append(policy)
-        self._by_name = {name: tuple(found) for name, found in by_name.items()}
-        self._globs_by_prefix = {prefix: tuple(found) for prefix, found in by_prefix.items()}
-        #: The most ``/`` in a glob's prefix: a path's deeper prefixes file no glob.
-        self._glob_depth = max((prefix.count("/") for prefix in by_prefix), default=0)
-        every_glob = sorted(
-            (glob for found in by_prefix.values() for glob in found), key=lambda glob: glob[0]
-        )
-        #: Every glob in policy-name order, when there are few enough to try them all.
-        self._few_globs = tuple(every_glob) if len(every_glob) <= FEW_GLOBS else None
-
-    def match(
-        self, *, method: str, path: str, scope: str | None = None, url_name: str | None = None
-    ) -> list[CompiledPolicy]:
-        """Policies whose endpoint is ``scope`` or ``url_name`` or matches ``path`` (names
-        first, then globs in the order of their policies' names)."""
-        found: list[CompiledPolicy] = []
-        if scope:
-            found.extend(self._by_name.get(scope, ()))
-        if url_name and url_name != scope:
-            found.extend(self._by_name.get(url_name, ()))
-        by_prefix = self._globs_by_prefix
-        if self._few_globs is not None:
-            found.extend(policy for _, pattern, policy in self._few_globs if pattern.match(path))
-        elif by_prefix:
-            globs = [
-                (order, policy)
-                for prefix in path_prefixes(path, self._glob_depth)
-                if prefix in by_prefix
-                for order, pattern, policy in by_prefix[prefix]
-                if pattern.match(path)
-            ]
-            if len(globs) > 1:
-                globs.sort(key=lambda item: item[0])
-            found.extend(policy for _, policy in globs)
-        return [p for p in found if not p.methods or method in p.methods]
-
-    def get(self, name: str) -> CompiledPolicy | None:
-        return self._by_policy_name.get(name)
 
 
 class _TableCache:
@@ -326,12 +243,14 @@ def _start_background_build(version: bytes | None, now: float) -> None:
 
 
 def _build_in_background(build: int, version: bytes | None, checked_at: float) -> None:
-    """The background thread: build the table and swap it in. A failure keeps the table
-    in use; the next check tries again (the stamp still differs from the one held, or
-    the table is still too old)."""
+    """The background thread: build the table, paced (:mod:`ratelimits.engine.pacing`),
+    and swap it in. A failure keeps the table in use; the next check tries again (the
+    stamp still differs from the one held, or the table is still too old)."""
     table: PolicyTable | None = None
     try:
-        table = _load_or_warn()
+        with paced_by(Pacer()) as pacer:
+            pacer.rest()  # the thread that started this one goes on first
+            table = _load_or_warn(pacer)
     finally:
         with _cache.lock:
             if _cache.building == build:
@@ -342,15 +261,16 @@ def _build_in_background(build: int, version: bytes | None, checked_at: float) -
         _release_thread()
 
 
-def load_table() -> PolicyTable:
-    """A new table from the source (the enabled policies and their overrides)."""
-    return PolicyTable(_source())
+def load_table(pacer: Pacer = UNPACED) -> PolicyTable:
+    """A new table from the source (the enabled policies and their overrides), built
+    with the table held (whose index it shares where nothing changed)."""
+    return PolicyTable(_source(), previous=_cache.table, pacer=pacer)
 
 
-def _load_or_warn() -> PolicyTable | None:
+def _load_or_warn(pacer: Pacer = UNPACED) -> PolicyTable | None:
     """A new table, or ``None`` (logged) when the source fails."""
     try:
-        return load_table()
+        return load_table(pacer)
     except Exception as e:
         logger.warning(
             "ratelimits: could not rebuild the policy table (%s: %s); requests keep the "

@@ -1,5 +1,6 @@
 """The policy table's matching: names by dict, globs by their literal prefix, and the same
-answers as trying every glob."""
+answers as trying every glob; a table built from the previous one is the table built
+from scratch."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ratelimits.engine import table as table_module
+from ratelimits.engine import matching as matching_module
+from ratelimits.engine.matching import PolicyTable, glob_matcher, glob_prefix, path_prefixes
 from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.table import PolicyTable, glob_prefix, path_prefixes
 
 
 def policy(name: str, endpoint: str, methods: str = "") -> CompiledPolicy:
@@ -79,8 +80,8 @@ def test_the_index_answers_as_trying_every_glob(globs, star_first, paths, method
         for i, endpoint in enumerate(endpoints)
     ]
     # Both ways of matching globs: every glob in turn (a small table) and the prefix index.
-    for few in (table_module.FEW_GLOBS, 0):
-        with mock.patch.object(table_module, "FEW_GLOBS", few):
+    for few in (matching_module.FEW_GLOBS, 0):
+        with mock.patch.object(matching_module, "FEW_GLOBS", few):
             table = PolicyTable(policies)
         assert (table._few_globs is None) == (few == 0)
         for parts in paths:
@@ -89,3 +90,87 @@ def test_the_index_answers_as_trying_every_glob(globs, star_first, paths, method
                 for scope in (None, "search"):
                     found = [p.name for p in table.match(method=method, path=path, scope=scope)]
                     assert found == naive_match(table, method, path, scope)
+
+
+PATH_CHAR = st.sampled_from("/ab.*?[]x-")
+
+
+@settings(max_examples=500, deadline=None)
+@given(pattern=st.text(PATH_CHAR, min_size=1, max_size=8), path=st.text(PATH_CHAR, max_size=8))
+def test_a_globs_matcher_answers_as_fnmatch(pattern, path):
+    """A prefix test for a final ``*``, an equality for no wildcard, a regular expression
+    otherwise: each answers as ``fnmatch.fnmatchcase``."""
+    assert bool(glob_matcher(pattern)(path)) == fnmatch.fnmatchcase(path, pattern)
+    assert bool(glob_matcher(pattern)(pattern)) == fnmatch.fnmatchcase(pattern, pattern)
+
+
+def test_a_table_built_with_the_previous_reuses_its_matchers():
+    previous = PolicyTable([policy("a", "/a/[xy]/*"), policy("b", "/b/*")])
+    table = PolicyTable([policy("a", "/a/[xy]/*"), policy("c", "/c/?/*")], previous=previous)
+    assert table._matchers["/a/[xy]/*"] is previous._matchers["/a/[xy]/*"]
+    assert [p.name for p in table.match(method="GET", path="/a/x/1")] == ["a"]
+    assert [p.name for p in table.match(method="GET", path="/c/1/2")] == ["c"]
+    assert table.match(method="GET", path="/b/1") == []
+
+
+def test_policies_read_out_of_name_order_are_sorted():
+    table = PolicyTable([policy("b", "/b/*"), policy("a", "/*"), policy("c", "x")])
+    assert [p.name for p in table.policies] == ["a", "b", "c"]
+    assert [p.name for p in table.match(method="GET", path="/b/1")] == ["a", "b"]
+
+
+NAMES = st.sampled_from([f"p{i:02d}" for i in range(12)])
+ENDPOINTS = st.sampled_from(
+    ["search", "api:items", "/api/*", "/api/search/*", "/api/[ab]/*", "*.json", "/a/b/c", "/"]
+)
+#: What a step does to a policy: delete it, keep it as it is, or (re)write it.
+ACTIONS = st.one_of(st.none(), st.just("keep"), st.tuples(ENDPOINTS, st.sampled_from(["", "GET"])))
+
+
+def index_of(table: PolicyTable) -> tuple[object, ...]:
+    """Everything a table's matching reads, policies by identity."""
+    few = table._few_globs
+    return (
+        [id(p) for p in table.policies],
+        {name: id(p) for name, p in table._by_policy_name.items()},
+        {key: [id(p) for p in found] for key, found in table._by_name.items()},
+        {k: [(n, id(p)) for n, _, p in found] for k, found in table._globs_by_prefix.items()},
+        sorted(table._matchers),
+        table._glob_depth,
+        None if few is None else [(name, id(p)) for name, _, p in few],
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(st.dictionaries(NAMES, ACTIONS), min_size=1, max_size=6),
+    few=st.sampled_from([0, 2, matching_module.FEW_GLOBS]),
+    reverse=st.booleans(),
+)
+def test_a_table_built_from_the_previous_is_the_table_built_from_scratch(steps, few, reverse):
+    """Policies changed, added, deleted and kept (the same objects), step after step: the
+    table re-indexed from the previous one holds the index a new table would."""
+    current: dict[str, CompiledPolicy] = {}
+    table: PolicyTable | None = None
+    with mock.patch.object(matching_module, "FEW_GLOBS", few):
+        for step in steps:
+            for name, action in step.items():
+                if action is None:
+                    current.pop(name, None)
+                elif action != "keep":
+                    current[name] = policy(name, *action)
+            given_order = sorted(current.values(), key=lambda p: p.name, reverse=reverse)
+            previous_matchers = {} if table is None else dict(table._matchers)
+            table = PolicyTable(given_order, previous=table)
+            assert index_of(table) == index_of(PolicyTable(current.values()))
+            for endpoint, matcher in table._matchers.items():
+                assert previous_matchers.get(endpoint, matcher) is matcher  # reused
+
+
+def test_policies_sharing_a_name_are_all_matched_and_the_next_table_starts_afresh():
+    first = PolicyTable([policy("a", "/x/*"), policy("a", "search")])
+    found = first.match(method="GET", path="/x/1", scope="search")
+    assert [p.endpoint for p in found] == ["search", "/x/*"]
+    second = PolicyTable([policy("a", "search")], previous=first)
+    assert index_of(second) == index_of(PolicyTable(second.policies))
+    assert second.match(method="GET", path="/x/1") == []
