@@ -2,32 +2,89 @@
 
 ``AppConfig.ready()`` hands :func:`load` to :func:`ratelimits.engine.table.set_source`, so
 the engine reads the database without knowing the models. A load is one query for the
-policies, one for their overrides, and one more for the members of the groups that
-overrides name. A table rebuilt in a background thread opens that thread's own database
-connection; :func:`close_connections` closes it when the build is over.
+overrides of enabled policies, one more for the members of the groups that overrides
+name, and one for the policies, read a few rows at a time as the table takes them (a
+background build gives other threads the GIL between policies). A policy whose row is
+unchanged since the previous load is not compiled again: only the policies changed since
+are. A table rebuilt in a background thread opens that thread's own database connection;
+:func:`close_connections` closes it when the build is over.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.signals import setting_changed
 from django.db import connections
+from django.db.models import QuerySet
 
 from ratelimits.engine.overrides import compile_rules
+from ratelimits.engine.pacing import pause
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy, PolicyOverride
 
 logger = logging.getLogger("ratelimits")
 
+#: Policy rows read per database fetch (a step of a paced build reads at most this many).
+CHUNK = 64
 
-def load() -> list[CompiledPolicy]:
-    """The enabled policies, compiled, with their overrides attached."""
-    rows = list(Policy.objects.filter(enabled=True))
-    compiled = [CompiledPolicy.from_model(p) for p in rows]
-    return with_overrides(compiled, {p.name: p.pk for p in rows})
+#: Each enabled policy's row (its :func:`row_fields`) as the last load read it, with the
+#: policy compiled from it. The row is kept as the key and in the value: a load that reads
+#: an unchanged row keeps the entry whole, so its new copy of the row is freed at once
+#: (rows that survived would make the garbage collector's long-lived generation grow,
+#: and its full collections, which stop every thread, come sooner).
+_compiled: dict[tuple[Any, ...], tuple[tuple[Any, ...], CompiledPolicy]] = {}
+
+
+def load() -> Iterator[CompiledPolicy]:
+    """The enabled policies, compiled, in name order, with their overrides attached.
+
+    A policy is compiled only when its row differs from every row the previous load
+    read; otherwise the policy compiled then is reused (the same object: the table
+    re-indexes only the others)."""
+    global _compiled
+    rows = Policy.objects.filter(enabled=True).order_by("name").values_list(*row_fields())
+    connections[rows.db].ensure_connection()
+    pause()
+    overrides = _Overrides.read(PolicyOverride.objects.all())
+    fields = row_fields()
+    pk = fields.index(Policy._meta.pk.attname)
+    known, seen = _compiled, {}
+    for row in rows.iterator(chunk_size=CHUNK):
+        entry = known.get(row)
+        if entry is None:
+            entry = (row, CompiledPolicy.from_model(Policy.from_db(rows.db, fields, row)))
+        seen[entry[0]] = entry
+        yield overrides.attach(entry[1], row[pk])
+    _compiled = seen  # one reference replaced whole: a load running meanwhile reads either
+
+
+def row_fields() -> list[str]:
+    """The ``Policy`` columns a load reads: all but the timestamps a save sets
+    (``auto_now``, ``auto_now_add``), which compile to nothing and are the costliest to
+    read. A policy built from them leaves those fields deferred."""
+    return [
+        field.attname
+        for field in Policy._meta.concrete_fields
+        if not (getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False))
+    ]
+
+
+def reset() -> None:
+    """Forget the policies compiled by the previous load (the next compiles them all)."""
+    global _compiled
+    _compiled = {}
+
+
+def _reset_on_setting_change(**kwargs: Any) -> None:
+    reset()  # a setting may change how a policy compiles (a default time zone...)
+
+
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.policy_source")
 
 
 def close_connections() -> None:
@@ -38,19 +95,36 @@ def close_connections() -> None:
 
 def with_overrides(policies: list[CompiledPolicy], ids: dict[str, int]) -> list[CompiledPolicy]:
     """``policies`` with their overrides attached; ``ids`` maps a policy's name to its pk."""
-    by_policy: dict[int, list[Any]] = {}
-    rows = PolicyOverride.objects.filter(policy_id__in=ids.values()).select_related("user", "group")
-    for row in rows:
-        by_policy.setdefault(row.policy_id, []).append(row)
-    if not by_policy:
+    overrides = _Overrides.read(PolicyOverride.objects.filter(policy_id__in=ids.values()))
+    if not overrides.rows:
         return policies
-    members = _group_members({row.group_id for found in by_policy.values() for row in found})
-    return [
-        replace(policy, overrides=compile_rules(policy, by_policy[ids[policy.name]], members))
-        if ids[policy.name] in by_policy
-        else policy
-        for policy in policies
-    ]
+    return [overrides.attach(policy, ids[policy.name]) for policy in policies]
+
+
+@dataclass(frozen=True)
+class _Overrides:
+    """Override rows by their policy's pk, and the members of the groups they name."""
+
+    rows: dict[int, list[Any]]
+    members: dict[int, frozenset[str]]
+
+    @classmethod
+    def read(cls, found: QuerySet[PolicyOverride]) -> _Overrides:
+        rows: dict[int, list[Any]] = {}
+        for row in found.select_related("user", "group"):
+            rows.setdefault(row.policy_id, []).append(row)
+        pause()
+        groups = {row.group_id for found in rows.values() for row in found}
+        members = _group_members(groups) if rows else {}
+        pause()
+        return cls(rows, members)
+
+    def attach(self, policy: CompiledPolicy, pk: int) -> CompiledPolicy:
+        """``policy`` (stored with primary key ``pk``) with its overrides, if it has any."""
+        found = self.rows.get(pk)
+        if not found:
+            return policy
+        return replace(policy, overrides=compile_rules(policy, found, self.members))
 
 
 def _group_members(group_ids: set[int | None]) -> dict[int, frozenset[str]]:

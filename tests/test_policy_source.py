@@ -1,0 +1,52 @@
+"""The policy table's source: the enabled policies in name order, their overrides attached,
+and only the policies changed since the previous load compiled again."""
+
+from __future__ import annotations
+
+import pytest
+
+from ratelimits import policy_source
+from ratelimits.models import Policy, PolicyOverride
+from tests.helpers import make_policy
+
+pytestmark = pytest.mark.django_db
+
+
+def by_name() -> dict[str, object]:
+    return {policy.name: policy for policy in policy_source.load()}
+
+
+def test_a_load_compiles_only_the_policies_changed_since_the_previous():
+    for name in ("b", "a", "c"):
+        make_policy(name)
+    make_policy("off", enabled=False)
+    first = by_name()
+    assert list(first) == ["a", "b", "c"]
+    Policy.objects.filter(name="b").update(limit=9)
+    second = by_name()
+    assert second["a"] is first["a"] and second["c"] is first["c"]
+    assert second["b"] is not first["b"]
+    assert second["b"].limit == 9
+    policy_source.reset()
+    assert by_name() == second  # compiled again from scratch: the same policies
+
+
+def test_a_policy_reused_gets_the_overrides_of_this_load(alice):
+    policy = make_policy("a")
+    [plain] = policy_source.load()
+    assert plain.overrides is None
+    PolicyOverride.objects.create(policy=policy, user=alice, limit=50)
+    [overridden] = policy_source.load()
+    assert overridden.for_client(str(alice.pk), "ip:192.0.2.1").limit == 50
+    PolicyOverride.objects.all().delete()
+    [again] = policy_source.load()
+    assert again is plain
+
+
+def test_a_settings_change_forgets_the_compiled_policies(settings):
+    make_policy("a")
+    [first] = policy_source.load()
+    settings.TIME_ZONE = "Europe/Paris"
+    [second] = policy_source.load()
+    assert second is not first
+    assert second == first
