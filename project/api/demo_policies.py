@@ -10,6 +10,15 @@ DEMO_POLICIES = [
         "key": "user_or_ip",
     },
     {
+        "name": "search-quota",
+        "endpoint": "search",
+        "algorithm": "fixed_window",
+        "calendar": "month",  # resets on the 1st, midnight, in TIME_ZONE
+        "limit": 1000,
+        "window": 30 * 24 * 3600,  # a calendar period's nominal length (set for you)
+        "key": "user_or_ip",
+    },
+    {
         "name": "login",
         "endpoint": "api:login",
         "methods": "POST",
@@ -46,6 +55,8 @@ DEMO_POLICIES = [
         "limit": 5,
         "window": 60,
         "key": "ip",
+        "counts": "failures",  # a failed sign-in answers 400; a correct one does not count
+        "lockout": 15 * 60,  # then the next attempt is denied and locks the address out
         "fail_open": False,
     },
     {

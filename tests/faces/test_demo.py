@@ -26,14 +26,41 @@ def demo_policies() -> None:
     assert set(Policy.objects.values_list("name", flat=True)) == {p["name"] for p in DEMO_POLICIES}
 
 
-def test_djangos_login_view_takes_five_posts_a_minute_per_address(client, demo_policies):
-    wrong = {"username": "admin", "password": "wrong"}
+def test_djangos_login_view_locks_an_address_out_after_five_failures(client, demo_policies):
+    """signin counts failed sign-ins (the form again, with its error and a 400); the
+    attempt after the fifth is denied and locks the address out for 15 minutes, a
+    correct password too."""
+    User.objects.create_user(SIGN_IN["username"], password=SIGN_IN["password"])
+    wrong = {**SIGN_IN, "password": "wrong"}
+    assert client.post("/accounts/login/", SIGN_IN).status_code == 302  # not counted
     statuses = [client.post("/accounts/login/", wrong).status_code for _ in range(6)]
-    assert statuses == [200] * 5 + [429]  # 200: the form again, with its error
+    assert statuses == [400] * 5 + [429]
+    locked = client.post("/accounts/login/", SIGN_IN)
+    assert locked.status_code == 429
+    assert 898 <= int(locked["Retry-After"]) <= 900
     assert client.get("/accounts/login/").status_code == 200  # GET is not under signin
     # Another address still signs in.
     other = client.post("/accounts/login/", wrong, REMOTE_ADDR="198.51.100.4")
-    assert other.status_code == 200
+    assert other.status_code == 400
+
+
+def test_the_search_has_a_monthly_quota(client, demo_policies):
+    """search-quota: 1,000 per calendar month per user or IP, in TIME_ZONE (UTC),
+    beside search's 20 per minute; the usage endpoint shows both."""
+    assert client.get("/api/search/?q=item").status_code == 200
+    quota = client.get("/ratelimits/usage/").json()["policies"]
+    found = {entry["name"]: entry for entry in quota}
+    assert (found["search-quota"]["used"], found["search-quota"]["limit"]) == (1, 1000)
+    assert (found["search-quota"]["calendar"], found["search-quota"]["time_zone"]) == (
+        "month",
+        "UTC",
+    )
+    assert found["search-quota"]["resets_at"].endswith("-01T00:00:00+00:00")
+    assert (found["search"]["used"], found["search"]["limit"]) == (1, 20)
+
+
+def test_the_home_page_links_the_usage_endpoint(client, demo_policies):
+    assert 'href="/ratelimits/usage/"' in client.get("/").content.decode()
 
 
 def test_the_async_hello_view_under_the_asgi_handler(async_client, demo_policies):
