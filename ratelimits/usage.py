@@ -49,7 +49,8 @@ def usage_response(request: Any) -> JsonResponse:
 
 
 class UsageView(APIView):
-    """``GET``: :func:`usage_response` for the client DRF authenticated."""
+    """GET: the caller's own usage of each policy that counts it, as JSON, spending
+    nothing."""  # also the description DRF gives OPTIONS: plain words, no markup
 
     #: ``None``: ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``, read per request.
     authentication_classes: Any = None
