@@ -24,6 +24,7 @@ CALENDARS = ("day", "week", "month")
 #: calendar's, of whatever length its days have.
 NOMINAL_WINDOW = {"day": 24 * 3600, "week": 7 * 24 * 3600, "month": 30 * 24 * 3600}
 
+
 class UnknownTimeZone(ValueError):
     """A time zone name that is not in the IANA database this machine has."""
 
