@@ -11,17 +11,16 @@ when ready: requests meanwhile are served the table held, and none waits for the
 database. A committed change, and a reset of counters, writes a new random stamp
 (:func:`mark_changed`, called by :mod:`ratelimits.signals`), so every worker enforces it
 within ``POLICY_REFRESH_INTERVAL`` seconds and the build's time, even after Redis lost
-its data.
+its data; the process that made the change starts its background build at once.
 
-A build is cheap and paced. A new table re-indexes only the policies that are not the
-very objects the held table has, sharing the rest of its index; the background thread
-gives the GIL away between small steps (:mod:`ratelimits.engine.pacing`), so a request
-never waits long for a build in its own process. A request builds the table itself only
-when none is fit to serve: a worker's first request, the first after a change made in
-this process (:func:`mark_changed` drops the table), and an idle worker's check (none
-for two intervals: its table may be any age). Seeing the stamp move, and swapping a new
-table in, forget the over-limit keys the worker remembers
-(:mod:`ratelimits.engine.denials`).
+A build is cheap and paced. The source compiles only the policies changed since its
+previous load, and a new table re-indexes only those, sharing the rest with the table
+held; the background thread gives the GIL away between small steps
+(:mod:`ratelimits.engine.pacing`), so a request never waits long for a build in its own
+process. A request builds the table itself only when none is fit to serve: a worker's
+first request, and an idle worker's check (none for two intervals: its table may be any
+age). Seeing the stamp move, and swapping a new table in, forget the over-limit keys the
+worker remembers (:mod:`ratelimits.engine.denials`).
 """
 
 from __future__ import annotations
@@ -111,10 +110,14 @@ class _TableCache:
         #: The background build under way (its number), and when it started.
         self.building: int | None = None
         self.building_since = 0.0
+        #: A build asked for while one was under way, which may have read the source
+        #: before the change: its version stamp and check time. The thread of the build
+        #: under way starts it when done.
+        self.rebuild: tuple[bytes | None, float] | None = None
 
     def fresh_table(self, now: float) -> PolicyTable | None:
         """The table when it needs no check now, else ``None``. The table is read once:
-        another thread may drop it (``mark_changed``) at any moment."""
+        another thread may drop it (``reset``, ``mark_changed``) at any moment."""
         table = self.table
         interval = float(app_settings.POLICY_REFRESH_INTERVAL)
         return table if table is not None and now - self.checked_at < interval else None
@@ -135,6 +138,7 @@ class _TableCache:
         """Hold no table: the next request builds one; builds under way are refused."""
         self.table = None
         self.built = self.builds_started
+        self.rebuild = None
 
     def build_under_way(self, now: float) -> bool:
         """A background build is running (one running past ``POLICY_MAX_AGE`` is given up
@@ -153,8 +157,8 @@ def get_table() -> PolicyTable:
     moved, or the table is older than ``POLICY_MAX_AGE``, a new table is built in a
     background thread and swapped in when ready, while this request and the next ones
     are served the table held. The table is built here, before returning, only when
-    there is none (the first request, or the first after this process changed a policy)
-    or when the previous check is more than two intervals old (an idle worker)."""
+    there is none (the first request) or when the previous check is more than two
+    intervals old (an idle worker)."""
     now = time.monotonic()
     table = _cache.fresh_table(now)
     if table is not None:
@@ -225,6 +229,15 @@ def _build_here(version: bytes | None, now: float, held: PolicyTable | None = No
     return table
 
 
+def _rebuild_in_background(version: bytes | None, now: float) -> None:
+    """Build the table for ``version`` in the background, the lock held: now, or right
+    after the build under way (which may have read the source before the change)."""
+    if _cache.build_under_way(now):
+        _cache.rebuild = (version, now)
+    else:
+        _start_background_build(version, now)
+
+
 def _start_background_build(version: bytes | None, now: float) -> None:
     """Start building the table for ``version`` in a daemon thread, the lock held."""
     build = _cache.start_build()
@@ -244,26 +257,46 @@ def _start_background_build(version: bytes | None, now: float) -> None:
 
 def _build_in_background(build: int, version: bytes | None, checked_at: float) -> None:
     """The background thread: build the table, paced (:mod:`ratelimits.engine.pacing`),
-    and swap it in. A failure keeps the table in use; the next check tries again (the
-    stamp still differs from the one held, or the table is still too old)."""
-    table: PolicyTable | None = None
+    and swap it in; then the rebuild asked for meanwhile, if any. A failure keeps the
+    table in use; the next check tries again (the stamp still differs from the one held,
+    or the table is still too old)."""
     try:
-        with paced_by(Pacer()) as pacer:
-            pacer.rest()  # the thread that started this one goes on first
-            table = _load_or_warn(pacer)
+        while True:
+            with paced_by(Pacer()) as pacer:
+                pacer.rest()  # the thread that started this one goes on first
+                table = _load_or_warn(pacer)
+            with _cache.lock:
+                swapped = table is not None and _cache.swap_in(build, table, version, checked_at)
+                after = _next_build(build)
+            if swapped:
+                clear_denials()  # a limit may have changed, or counters were reset
+            if after is None:
+                return
+            build, version, checked_at = after
     finally:
         with _cache.lock:
             if _cache.building == build:
                 _cache.building = None
-            swapped = table is not None and _cache.swap_in(build, table, version, checked_at)
-        if swapped:
-            clear_denials()  # a limit may have changed, or counters were reset
         _release_thread()
+
+
+def _next_build(done: int) -> tuple[int, bytes | None, float] | None:
+    """The lock held, build ``done`` over: the rebuild asked for meanwhile, numbered and
+    under way, or ``None`` (none was, or ``done`` was given up on or reset)."""
+    if _cache.building != done:
+        return None
+    if _cache.rebuild is None:
+        _cache.building = None
+        return None
+    (version, checked_at), _cache.rebuild = _cache.rebuild, None
+    build = _cache.start_build()
+    _cache.building, _cache.building_since = build, time.monotonic()
+    return build, version, checked_at
 
 
 def load_table(pacer: Pacer = UNPACED) -> PolicyTable:
     """A new table from the source (the enabled policies and their overrides), built
-    with the table held (whose index it shares where nothing changed)."""
+    with the table held (whose globs' matchers it reuses)."""
     return PolicyTable(_source(), previous=_cache.table, pacer=pacer)
 
 
@@ -282,18 +315,27 @@ def _load_or_warn(pacer: Pacer = UNPACED) -> PolicyTable | None:
 
 
 def mark_changed() -> None:
-    """Drop this process's table and remembered denials, and bump the version other
-    workers watch (a policy changed, or counters were reset).
+    """A policy changed, or counters were reset: forget this process's remembered
+    denials, bump the version other workers watch, and rebuild this process's table.
 
-    The table is dropped, not rebuilt here, so this process's next request builds it
-    (other workers rebuild in the background, see :func:`get_table`). A rebuild here
-    would spare that request the wait, but a transaction announces once per row it
-    wrote (an admin bulk delete, an import, the overrides a delete cascades to), after
-    its one commit: the writer would pay a full load per row, where a drop costs
-    nothing and the next request loads once."""
-    with _cache.lock:
-        _cache.drop()
+    The table is rebuilt in the background, paced, as other workers rebuild theirs when
+    they see the stamp move (:func:`get_table`): requests are served the table held until
+    the new one is swapped in, never a build on a request's thread. A build under way may
+    have read the source before the change: another follows it. With no table held, or a
+    source only the request's thread can read (``set_source(in_background=False)``), the
+    table is dropped instead and the next request builds it."""
     clear_denials()
+    stamp = _announce()
+    now = time.monotonic()
+    with _cache.lock:
+        if _in_background and _cache.table is not None:
+            _rebuild_in_background(_cache.version if stamp is None else _as_read(stamp), now)
+        else:
+            _cache.drop()
+
+
+def _announce() -> str | None:
+    """Write a new version stamp; ``None`` (logged) when Redis cannot take it."""
     try:
         # A fresh random stamp, not a counter: after Redis lost its data a counter would
         # start again at 1, a value a worker may already hold, and that worker would miss
@@ -307,6 +349,14 @@ def mark_changed() -> None:
             e,
             app_settings.POLICY_MAX_AGE,
         )
+        return None
+    return stamp
+
+
+def _as_read(stamp: str) -> Any:
+    """``stamp`` as the client reads it back: ``str`` from a client that decodes replies
+    (the version held is then a ``str``), else ``bytes``."""
+    return stamp if isinstance(_cache.version, str) else stamp.encode()
 
 
 def reset() -> None:
@@ -358,6 +408,7 @@ def _after_fork_in_child() -> None:
     # A thread of the parent may have held the lock, and its build does not run here.
     _cache.lock = threading.Lock()
     _cache.building = None
+    _cache.rebuild = None
 
 
 if hasattr(os, "register_at_fork"):

@@ -1,6 +1,7 @@
 """The policy table's reload: built in a background thread while requests keep the table
-held, swapped in when ready; built in the caller's thread only when there is no table to
-serve (the first load, a change made in this process) or the worker was idle.
+held, swapped in when ready, also in the process that made the change; built in the
+caller's thread only when there is no table to serve (the first load) or the worker was
+idle.
 
 The tests steer the table's source (:class:`Source`) and make a check due by moving the
 clock of the last check back one interval; Redis is the test server.
@@ -190,8 +191,35 @@ def test_a_failed_build_keeps_the_table_and_the_next_check_tries_again(
     assert source.calls == [CALLER, BUILDER, BUILDER]
 
 
-def test_a_change_made_in_this_process_holds_at_its_next_request(source, redis_client):
-    table.get_table()
+def test_a_change_made_in_this_process_is_built_in_the_background(source, redis_client):
+    """The writer (``mark_changed()`` runs after its commit) serves its next requests the
+    table held while the new one builds, and its check after the swap builds nothing:
+    the stamp it wrote is the one its new table holds."""
+    old = table.get_table()
+    deny()
+    source.names = ["b"]
+    hold = source.hold_next()
+    table.mark_changed()
+    assert denials.size() == 0
+    assert table.get_table() is old  # the writer's next request: no build on its thread
+    assert source.entered.wait(10)
+    check_due()
+    assert table.get_table() is old  # its check: a build is under way, nothing waits
+    assert source.calls == [CALLER, BUILDER]
+    hold.set()
+    builds_done()
+    assert names(table.get_table()) == ["b"]
+    check_due()
+    assert names(table.get_table()) == ["b"]
+    builds_done()
+    assert source.calls == [CALLER, BUILDER]
+    assert source.released == [BUILDER]
+
+
+def test_a_change_during_a_build_is_built_after_it(source, redis_client):
+    """A build under way may have read the source before this process's change: another
+    build follows it, in the same thread, and its table is the one served."""
+    old = table.get_table()
     source.names = ["b"]
     hold = source.hold_next()
     another_worker_changed_a_policy(redis_client)
@@ -200,11 +228,20 @@ def test_a_change_made_in_this_process_holds_at_its_next_request(source, redis_c
     assert source.entered.wait(10)  # building ["b"]
     source.names = ["c"]
     table.mark_changed()
-    assert names(table.get_table()) == ["c"]  # built by this request
-    assert source.calls == [CALLER, BUILDER, CALLER]
+    table.mark_changed()  # a second change before either build ended: one more build
+    assert table.get_table() is old
     hold.set()
     builds_done()
-    assert names(table.get_table()) == ["c"]  # the build that read the source first lost
+    assert names(table.get_table()) == ["c"]
+    assert source.calls == [CALLER, BUILDER, BUILDER]
+    assert source.released == [BUILDER]
+
+
+def test_a_change_with_no_table_held_is_built_by_the_next_request(source, redis_client):
+    source.names = ["b"]
+    table.mark_changed()
+    assert names(table.get_table()) == ["b"]
+    assert source.calls == [CALLER]
 
 
 def test_a_build_that_hangs_past_max_age_is_given_up(source, redis_client):
@@ -324,3 +361,61 @@ def test_the_database_is_read_in_the_background_on_a_connection_closed_after(
     builds_done()
     assert names(table.get_table()) == ["b"]
     assert open_after == [False]
+
+
+class Gated:
+    """The database source, whose builds wait while the test holds the gate closed."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.entered = threading.Event()
+        self._open = threading.Event()
+        self._open.set()
+
+    def close(self) -> None:
+        self.entered.clear()
+        self._open.clear()
+
+    def open(self) -> None:
+        self._open.set()
+
+    def __call__(self) -> Iterator[CompiledPolicy]:
+        self.calls.append(threading.current_thread().name)
+        self.entered.set()
+        assert self._open.wait(10)
+        return policy_source.load()
+
+
+def admitted(found: table.PolicyTable, times: int) -> list[bool]:
+    """Whether each of ``times`` requests on ``api:a`` is admitted, matched in ``found``."""
+    policies = found.match(method="GET", path="/a/", url_name="api:a")
+    return [
+        limiter.decide([limiter.Check(p, IDENTITY) for p in policies]).allowed for _ in range(times)
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_writer_serves_the_table_held_until_its_change_is_built(settings, redis_client):
+    """A worker that saves a policy (the announcement runs after the commit) answers its
+    next requests from the table held while the new one builds in the background, not
+    from a build on the request's thread; the change holds once it is swapped in."""
+    settings.RATELIMITS = {
+        **getattr(settings, "RATELIMITS", {}),
+        "POLICY_REFRESH_INTERVAL": INTERVAL,
+    }
+    gated = Gated()
+    table.set_source(gated, policy_source.close_connections)
+    saved = make_policy("a", limit=1, window=3600)
+    old = table.get_table()
+    gated.close()
+    saved.limit = 3
+    saved.save()  # autocommit: committed, then announced
+    assert gated.entered.wait(10)  # the build is under way, held at the gate
+    assert admitted(table.get_table(), 2) == [True, False]  # the old limit, 1
+    assert table.get_table() is old
+    gated.open()
+    builds_done()
+    new = table.get_table()
+    assert new.get("a").limit == 3
+    assert admitted(new, 3) == [True, True, False]  # 3 now, one of them spent before
+    assert gated.calls == [CALLER, BUILDER]
