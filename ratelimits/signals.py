@@ -1,19 +1,21 @@
 """Signals, and how a policy change reaches every worker process.
 
 A change to the ``Policy`` table (save, delete, queryset ``update()``, bulk create) is
-announced once per transaction, after it commits: the process's own table is dropped at
-once, a version stamp in Redis is bumped so other workers reload within
-``POLICY_REFRESH_INTERVAL`` (:func:`ratelimits.engine.table.mark_changed`), and
-:data:`policy_changed` is sent. The model receivers that call
-:func:`schedule_policy_change` are in :mod:`ratelimits.receivers`.
+announced once per transaction, after it commits: a version stamp in Redis is bumped so
+other workers reload within ``POLICY_REFRESH_INTERVAL``, the process rebuilds its own
+table in the background at once, serving the one it holds meanwhile
+(:func:`ratelimits.engine.table.mark_changed`), and :data:`policy_changed` is sent. The
+model receivers that call :func:`schedule_policy_change` are in
+:mod:`ratelimits.receivers`.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 from django.dispatch import Signal
 
 from ratelimits.engine.decision import Decision, Verdict
@@ -48,19 +50,49 @@ request_near_limit = Signal()
 def schedule_policy_change(using: str | None = None) -> None:
     """Announce a policy change once the current transaction (if any) commits: once per
     transaction, however many rows it writes (a bulk delete, an import, a queryset
-    ``update()``, the overrides a delete cascades to). An announcement already waiting
-    for the commit is not scheduled again; one that a savepoint's rollback dropped is (the
-    next change schedules it)."""
-    connection = transaction.get_connection(using)
-    if connection.in_atomic_block and _announcement_pending(connection.run_on_commit):
-        return
-    transaction.on_commit(_announce_policy_change, using=using)
+    ``update()``, the overrides a delete cascades to).
+
+    Every change schedules the same pending :class:`_Announcement` of this thread and
+    database; the first of its callbacks to run, after the commit, announces and retires
+    it, and the others do nothing. A change whose callback a rollback (of the transaction,
+    of a savepoint) threw away leaves the announcement pending for the next change, and
+    a test that runs the callbacks of a block (``captureOnCommitCallbacks``) sees each
+    block's changes announced."""
+    alias = using or DEFAULT_DB_ALIAS
+    pending = _pending()
+    announcement = pending.get(alias)
+    if announcement is None:
+        announcement = pending[alias] = _Announcement(alias)
+    transaction.on_commit(announcement.run, using=using)
 
 
-def _announcement_pending(callbacks: list[tuple[Any, ...]]) -> bool:
-    """An announcement is among the callbacks waiting for the commit (Django keeps them
-    as ``(savepoint ids, callback, robust)``, and drops those of a savepoint rolled back)."""
-    return any(entry[1] is _announce_policy_change for entry in callbacks)
+class _Announcement:
+    """The announcement of the changes that one transaction commits."""
+
+    __slots__ = ("alias", "done")
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self.done = False
+
+    def run(self) -> None:
+        pending = _pending()
+        if pending.get(self.alias) is self:
+            del pending[self.alias]  # the next change schedules a new one
+        if not self.done:
+            self.done = True
+            _announce_policy_change()
+
+
+_local = threading.local()
+
+
+def _pending() -> dict[str, _Announcement]:
+    """This thread's pending announcement, per database alias."""
+    pending: dict[str, _Announcement] | None = getattr(_local, "pending", None)
+    if pending is None:
+        pending = _local.pending = {}
+    return pending
 
 
 def _announce_policy_change() -> None:

@@ -137,3 +137,19 @@ def test_a_rolled_back_transaction_announces_nothing(announced):
         make_policy("gone")
         raise Rollback
     assert announced == []
+
+
+@pytest.mark.django_db
+def test_each_block_whose_callbacks_a_test_runs_is_announced(
+    announced, django_capture_on_commit_callbacks
+):
+    """In a test's transaction (never committed), a block whose commit callbacks the test
+    runs announces its own changes, even after changes outside it scheduled one."""
+    make_policy("a")  # schedules an announcement this test never runs
+    with django_capture_on_commit_callbacks(execute=True):
+        make_policy("b")
+        make_policy("c")
+    assert len(announced) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        Policy.objects.filter(name="b").delete()
+    assert len(announced) == 2
