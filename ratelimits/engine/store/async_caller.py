@@ -115,11 +115,14 @@ class AsyncCaller:
         assert self._failovers is not None
         self._generation = self._failovers.value
         free = self._free
-        for _ in range(free.qsize()):
-            found = free.get_nowait()
+        # All out first: the queue is last in, first out, so a slot put back at once
+        # would be the next one taken, and the connections under it would stay.
+        stale = [free.get_nowait() for _ in range(free.qsize())]
+        for _ in stale:
+            free.put_nowait(None)
+        for found in stale:
             if found is not None:
                 await found.disconnect(nowait=True)
-            free.put_nowait(None)
 
     async def _take(self) -> aconnection.AbstractConnection:
         """A free connection (made now if its slot has none), or the first one given

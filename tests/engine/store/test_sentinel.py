@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync
 from redis.sentinel import SentinelConnectionPool
 
 from ratelimits.engine.policy import Check
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import connection, failover
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
 from tests.helpers import item_statuses, sentinel_failover, sentinel_servers, sentinel_switch
@@ -114,3 +114,50 @@ async def _failover_on_one_loop(
         old_role = primary.client().info("replication")["role"]
         await asyncio.sleep(0.05)
     assert old_role == "master"
+
+
+def test_an_operators_failover_moves_every_connection_an_event_loop_holds(client, sentinel_site):
+    """Concurrent decisions on one event loop hold several connections to the primary.
+    When Sentinel names a new primary they all move, not only the one used last: a
+    connection left on the old primary would be taken again under concurrency and count
+    there until its demotion (about ten seconds) throws the counts away."""
+    primary, replica, sentinel = sentinel_site
+    Policy.objects.create(
+        name="items", endpoint="api:items", algorithm="sliding_log", limit=100, window=60, key="ip"
+    )
+    async_to_sync(_concurrent_failover_on_one_loop)(primary, replica, sentinel)
+
+
+async def _concurrent_failover_on_one_loop(
+    primary: RedisServer, replica: RedisServer, sentinel: RedisSentinel
+) -> None:
+    from ratelimits.engine import limiter, table
+
+    items = (await table.aget_table()).match(
+        method="GET", path="/api/items/", scope=None, url_name="api:items"
+    )[0]
+
+    async def admit_together(ip: str) -> None:
+        checks = [limiter.adecide([Check(items, f"ip:{ip}")]) for _ in range(CONCURRENT)]
+        verdicts = await asyncio.gather(*checks)
+        assert all(v.allowed and not v.decisions[0].failed for v in verdicts)
+
+    await admit_together("203.0.113.7")  # several connections held on the primary
+    heard = failover.generation_of(connection.get_client().connection_pool)
+    assert heard is not None
+    before = heard.value
+    await asyncio.to_thread(sentinel_switch, replica, sentinel)
+    deadline = time.monotonic() + 30
+    while heard.value == before:  # this process's listener hears the switch
+        assert time.monotonic() < deadline, "the switch was never heard"
+        await asyncio.sleep(0.01)
+    for _ in range(3):
+        await admit_together("198.51.100.9")
+    key = "rl:{ip:198.51.100.9}:items:log"
+    assert replica.client().zcard(key) == 3 * CONCURRENT
+    assert not primary.client().exists(key)  # nothing counted on the old primary...
+    assert primary.client().info("replication")["role"] == "master"  # ...a primary still
+
+
+#: Decisions sent together on one loop: each holds a connection of its own.
+CONCURRENT = 4
