@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ratelimits import policy_source
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy, PolicyOverride
 from tests.helpers import make_policy
 
@@ -50,3 +51,26 @@ def test_a_settings_change_forgets_the_compiled_policies(settings):
     [second] = policy_source.load()
     assert second is not first
     assert second == first
+
+
+def test_a_policy_loads_as_the_orm_reads_it():
+    """Rows are compared as the database driver returns them and converted only when
+    they changed: the values are still the model's (SQLite's 0 is ``False``...)."""
+    make_policy(
+        "odd",
+        endpoint="/api/*",
+        methods="GET,POST",
+        algorithm="token_bucket",
+        limit=10,
+        window=60,
+        key="header:X-Api-Key",
+        mode="shadow",
+        fail_open=False,
+        burst=20,
+        cost=2,
+    )
+    [loaded] = policy_source.load()
+    expected = CompiledPolicy.from_model(Policy.objects.get(name="odd"))
+    assert loaded == expected
+    assert loaded.fail_open is False and loaded.enforce is False
+    assert loaded.burst == 20 and loaded.cost == 2
