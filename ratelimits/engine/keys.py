@@ -7,12 +7,17 @@ different slots, and on a cluster on different nodes. The policy's limit and win
 are not in the key: editing them keeps the counts already made. Identities are bounded
 (see :mod:`ratelimits.engine.identity`), names are slugs of at most 64 characters and the prefix
 at most 32, so a key never exceeds :data:`MAX_KEY_LENGTH`.
+
+A policy with a lockout keeps, beside a locked-out client's counts, its lock:
+``<prefix>:{<identity>}:<policy>:lock`` (:data:`LOCK_SUFFIX`; ``lua/decide.lua`` writes it),
+holding when the lockout ends. :func:`parse_key` reads it as a :class:`KeyName` with
+``lock`` set and no algorithm: it holds a time, not counts.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ALGORITHM_SUFFIX = {
     "sliding_log": "log",
@@ -23,6 +28,8 @@ ALGORITHM_SUFFIX = {
     "concurrency": "leases",
 }
 SUFFIX_ALGORITHM = {suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()}
+#: The last part of a lockout's key, in place of the counts' algorithm suffix.
+LOCK_SUFFIX = "lock"
 PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 MAX_KEY_LENGTH = 32 + 3 + 60 + 3 + 2 + 64 + 1 + 7
 SHARD_SEPARATOR = "@"
@@ -43,6 +50,9 @@ class KeyName:
     algorithm: str
     #: The shard of a sharded policy's key; ``None`` for an unsharded one.
     shard: int | None = None
+    #: True for a lockout's key (``algorithm`` is then ""): it holds when the client's
+    #: lockout ends, in microseconds on the Redis clock, and expires then.
+    lock: bool = False
 
 
 def build_key(
@@ -52,20 +62,35 @@ def build_key(
     return f"{prefix}:{{{tag}}}:{policy_name}:{ALGORITHM_SUFFIX[algorithm]}"
 
 
+def lock_key(key: str) -> str:
+    """The lockout's key beside the counts' ``key`` (named as ``lua/decide.lua`` names it)."""
+    return f"{key.rpartition(':')[0]}:{LOCK_SUFFIX}"
+
+
+def counts_name(lock: KeyName, algorithm: str) -> KeyName:
+    """The counts' key beside the lockout's key ``lock``, for a policy using ``algorithm``."""
+    key = build_key(lock.prefix, lock.identity, lock.policy, algorithm, lock.shard)
+    return replace(lock, key=key, algorithm=algorithm, lock=False)
+
+
 def version_key(prefix: str) -> str:
     """The policy table's version stamp, bumped on every committed change."""
     return f"{prefix}:policies:version"
 
 
 def parse_key(key: str | bytes, prefix: str) -> KeyName | None:
-    """``key`` taken apart, or ``None`` when it is not a limiter key under ``prefix``."""
+    """``key`` taken apart, or ``None`` when it is not a limiter key under ``prefix`` (a
+    lockout's key is one: see :attr:`KeyName.lock`)."""
     if isinstance(key, bytes):
         try:
             key = key.decode()
         except UnicodeDecodeError:
             return None
     match = KEY_PATTERN.match(key)
-    if match is None or match["prefix"] != prefix or match["suffix"] not in SUFFIX_ALGORITHM:
+    if match is None or match["prefix"] != prefix:
+        return None
+    suffix = match["suffix"]
+    if suffix not in SUFFIX_ALGORITHM and suffix != LOCK_SUFFIX:
         return None
     identity, shard = match["identity"], None
     who, separator, number = identity.rpartition(SHARD_SEPARATOR)
@@ -76,8 +101,9 @@ def parse_key(key: str | bytes, prefix: str) -> KeyName | None:
         prefix=prefix,
         identity=identity,
         policy=match["policy"],
-        algorithm=SUFFIX_ALGORITHM[match["suffix"]],
+        algorithm=SUFFIX_ALGORITHM.get(suffix, ""),
         shard=shard,
+        lock=suffix == LOCK_SUFFIX,
     )
 
 

@@ -5,6 +5,12 @@ Keys are found with ``SCAN`` and a ``MATCH`` pattern built from the key layout (
 reads and deletes go to each key's node. Reading never consumes: counts come from the
 decide script run with recording off, so they are the numbers the limiter itself would
 see.
+
+A lockout's key (``...:<policy>:lock``) is found by the same scans. :func:`usage` reads it
+as a row of its own, with the lockout it holds and no count; the counts' key of a policy
+with a lockout carries its client's lockout too. The tools that rank clients
+(:func:`top`, :func:`nearest_limits`) read a client once, by its counts' key, which a
+lockout's key stands for when the counts have expired before the lockout.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
 from ratelimits.models import Policy
 from ratelimits.tools.applied import Applied, applied, with_overrides
+from ratelimits.tools.timing import Lockout, lockout_from
 
 #: Keys per ``SCAN`` call (a hint to Redis) and per pipelined batch of reads.
 SCAN_BATCH = 1000
@@ -42,7 +49,8 @@ class KeyUsage:
     client (:mod:`ratelimits.tools.applied`: the override's limit, or an exemption);
     ``None`` when the policy is gone or the key is left over from another algorithm.
     ``ttl`` is in seconds (``None``: the key has no expiry); ``memory`` is ``MEMORY
-    USAGE`` in bytes.
+    USAGE`` in bytes. ``lockout`` is the client's lockout while it lasts, on a lockout's
+    own key (which has no decision) and on the counts' key of a policy with a lockout.
     """
 
     name: keys.KeyName
@@ -52,6 +60,7 @@ class KeyUsage:
     memory: int | None
     note: str = ""
     rule: Applied | None = None
+    lockout: Lockout | None = None
 
     @property
     def count(self) -> float | None:
@@ -59,7 +68,10 @@ class KeyUsage:
 
     @property
     def limit(self) -> int | None:
-        """The limit that applies to the client (an override's); ``None`` when exempt."""
+        """The limit that applies to the client (an override's); ``None`` when exempt, and
+        on a lockout's key."""
+        if self.name.lock:
+            return None
         if self.rule is None:
             return self.policy.limit if self.policy else None
         return self.rule.policy.limit if self.rule.policy else None
@@ -70,11 +82,31 @@ class KeyUsage:
         return self.decision.available if self.decision else None
 
 
-def known_policies() -> dict[str, CompiledPolicy]:
+class KnownPolicies(dict[str, CompiledPolicy]):
+    """Compiled policies by name; :attr:`unusable` names the stored ones that do not
+    compile on this machine, with why (a time zone its database does not know)."""
+
+    def __init__(self, policies: dict[str, CompiledPolicy], unusable: dict[str, str]) -> None:
+        super().__init__(policies)
+        self.unusable = unusable
+
+
+def known_policies() -> KnownPolicies:
     """Every policy in the database by name, the disabled ones too (they may have keys),
-    with their overrides."""
-    compiled = with_overrides(CompiledPolicy.from_model(p) for p in Policy.objects.all())
-    return {policy.name: policy for policy in compiled}
+    with their overrides; one that does not compile is left out, in ``unusable``."""
+    compiled, unusable = [], {}
+    for row in Policy.objects.all():
+        try:
+            compiled.append(CompiledPolicy.from_model(row))
+        except ValueError as e:
+            unusable[row.name] = str(e)
+    return KnownPolicies({p.name: p for p in with_overrides(compiled)}, unusable)
+
+
+def missing_policy_note(name: str, policies: dict[str, CompiledPolicy]) -> str:
+    """Why a key's policy ``name`` is not among ``policies``: deleted, or not usable here."""
+    reason = getattr(policies, "unusable", {}).get(name)
+    return "policy deleted" if reason is None else f"the policy does not compile here: {reason}"
 
 
 def key_count(client: Client) -> int:
@@ -188,7 +220,9 @@ def policy_check(
     when there is none (an exempt client has no check and no note)."""
     policy = policies.get(name.policy)
     if policy is None:
-        return None, None, "policy deleted"
+        return None, None, missing_policy_note(name.policy, policies)
+    if name.lock:  # a time, not counts: nothing to decide on
+        return None, None, "" if policy.lockout else "left over: the policy has no lockout now"
     if policy.algorithm != name.algorithm:
         return None, None, f"left over: the policy now uses {policy.algorithm}"
     rule = applied(policy, name.identity)
@@ -216,8 +250,10 @@ def _read_batch(
 def _read_node_batch(
     client: redis.Redis, names: list[keys.KeyName], policies: dict[str, CompiledPolicy]
 ) -> list[KeyUsage]:
-    """One pipelined round trip to one server for ``names`` (all held by it)."""
+    """One pipelined round trip to one server for ``names`` (all held by it), with its
+    clock for the lockouts."""
     pipe = client.pipeline(transaction=False)
+    pipe.time()
     plans = []
     for name in names:
         check, rule, note = policy_check(name, policies)
@@ -225,10 +261,17 @@ def _read_node_batch(
             limiter.queue_peek([check], pipe)
         pipe.pttl(name.key)
         pipe.memory_usage(name.key)
-        plans.append((name, check, rule, note))
-    replies = iter(pipe.execute(raise_on_error=False))
+        lock = lock_to_read(name, policies)
+        if lock is not None:
+            pipe.get(lock)
+        plans.append((name, check, rule, note, lock))
+    now, *rest = pipe.execute(raise_on_error=False)
+    if isinstance(now, Exception):
+        raise now
+    now_us = int(now[0]) * 1_000_000 + int(now[1])
+    replies = iter(rest)
     found = []
-    for name, check, rule, note in plans:
+    for name, check, rule, note, lock in plans:
         decision = None
         if check is not None:
             reply = next(replies)
@@ -237,8 +280,10 @@ def _read_node_batch(
             else:
                 decision = limiter.verdict_from([check], reply)[1].decisions[0]
         pttl, memory = next(replies), next(replies)
-        if isinstance(pttl, int) and pttl == -2:
-            continue  # expired between SCAN and now
+        held = next(replies) if lock is not None else None
+        lockout = None if isinstance(held, Exception) else lockout_from(held, now_us)
+        if isinstance(pttl, int) and pttl == -2 and (name.lock or lockout is None):
+            continue  # expired between SCAN and now (or counts gone, and no lockout left)
         found.append(
             KeyUsage(
                 name=name,
@@ -248,8 +293,40 @@ def _read_node_batch(
                 memory=memory if isinstance(memory, int) else None,
                 note=note,
                 rule=rule,
+                lockout=lockout,
             )
         )
+    return found
+
+
+def lock_to_read(name: keys.KeyName, policies: dict[str, CompiledPolicy]) -> str | None:
+    """The lockout's key to read with ``name``: its own for a lockout's key, the one
+    beside it for the counts' key of a policy with a lockout; else ``None``."""
+    if name.lock:
+        return name.key
+    policy = policies.get(name.policy)
+    if policy is None or not policy.lockout or policy.algorithm != name.algorithm:
+        return None
+    return keys.lock_key(name.key)
+
+
+def clients_of(
+    names: Iterable[keys.KeyName], policies: dict[str, CompiledPolicy]
+) -> list[keys.KeyName]:
+    """``names`` as one counts' key per client: a lockout's key stands for the counts' key
+    beside it (whose counts may have expired before the lockout), and is left out when
+    its policy is gone or has no lockout now."""
+    seen: set[str] = set()
+    found = []
+    for name in names:
+        if name.lock:
+            policy = policies.get(name.policy)
+            if policy is None or not policy.lockout:
+                continue
+            name = keys.counts_name(name, policy.algorithm)
+        if name.key not in seen:
+            seen.add(name.key)
+            found.append(name)
     return found
 
 
@@ -262,16 +339,19 @@ def top(
     client: Client, policy: CompiledPolicy, *, count: int = 20, scan_limit: int = 10_000
 ) -> tuple[list[KeyUsage], int]:
     """The ``count`` clients with the highest counts under ``policy`` (with its overrides
-    attached: each client is read under the limit that applies to it; exempt clients
-    come last), and how many keys were read (at most ``scan_limit``, so a huge key space
-    costs a bounded scan)."""
+    attached: each client is read under the limit that applies to it; clients locked out
+    come first, exempt ones last), and how many keys were read (at most ``scan_limit``,
+    so a huge key space costs a bounded scan)."""
     names = list(scan(client, policy=policy.name, limit=scan_limit))
+    policies = {policy.name: policy}
     found = [
         u
-        for u in usage(client, names, {policy.name: policy})
+        for u in usage(client, clients_of(names, policies), policies)
         if u.decision is not None or (u.rule is not None and u.rule.exempt)
     ]
-    found.sort(key=lambda u: (u.decision is None, -(u.count or 0), u.name.identity))
+    found.sort(
+        key=lambda u: (u.decision is None, u.lockout is None, -(u.count or 0), u.name.identity)
+    )
     return found[:count], len(names)
 
 
@@ -283,12 +363,12 @@ def nearest_limits(
     scan_limit: int = 10_000,
 ) -> tuple[dict[str, list[KeyUsage]], int]:
     """Per policy, the ``count`` clients that used the most of the limit that applies to
-    each (an override's, for an overridden client) and have a count, most first;
-    and how many keys were read (at most ``scan_limit``, over every policy)."""
+    each (an override's, for an overridden client) and have a count or a lockout, most
+    first; and how many keys were read (at most ``scan_limit``, over every policy)."""
     names = list(scan(client, limit=scan_limit))
     found: dict[str, list[KeyUsage]] = {}
-    for u in usage(client, names, policies):
-        if u.decision is not None and u.count:
+    for u in usage(client, clients_of(names, policies), policies):
+        if u.decision is not None and (u.count or u.lockout is not None):
             found.setdefault(u.name.policy, []).append(u)
     for rows in found.values():
         rows.sort(key=lambda u: (-used_share(u), u.name.key))
