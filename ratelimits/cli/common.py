@@ -11,10 +11,14 @@ from ratelimits.tools.identities import identity_from_text
 
 
 def find_policy(name: str, policies: dict[str, CompiledPolicy]) -> CompiledPolicy:
-    """The policy called ``name``; a ``CommandError`` naming the close ones otherwise."""
+    """The policy called ``name``; a ``CommandError`` naming the close ones otherwise (or
+    why it does not compile, for one of ``policies.unusable``)."""
     policy = policies.get(name)
     if policy is not None:
         return policy
+    unusable = getattr(policies, "unusable", {}).get(name)
+    if unusable is not None:
+        raise CommandError(f"The policy {name!r} does not compile on this machine: {unusable}")
     close = difflib.get_close_matches(name, policies, n=5, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     if not policies:

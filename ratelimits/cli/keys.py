@@ -14,7 +14,7 @@ from ratelimits.cli.prompt import confirm
 from ratelimits.conf import app_settings
 from ratelimits.engine import identity, keys
 from ratelimits.engine.store import connection
-from ratelimits.tools import inspection, inventory
+from ratelimits.tools import inspection, inventory, timing
 from ratelimits.tools.applied import Applied, applied
 
 KEY_COLUMNS = (
@@ -30,7 +30,7 @@ KEY_COLUMNS = (
 )
 NUMERIC = ("count", "limit", "remaining", "ttl", "memory")
 #: What a key's last part may be, as the refusal of a bad KEY lists them.
-_SUFFIXES = "|".join(keys.ALGORITHM_SUFFIX.values())
+_SUFFIXES = "|".join([*keys.ALGORITHM_SUFFIX.values(), keys.LOCK_SUFFIX])
 
 
 def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -63,14 +63,14 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
             u.name.policy,
             _identity_label(u.name.identity, usernames)
             + ("" if u.name.shard is None else f" [shard {u.name.shard}]"),
-            u.name.algorithm,
+            u.name.algorithm or keys.LOCK_SUFFIX,
             u.count,
             u.limit,
             u.remaining,
             output.seconds(u.ttl),
             u.memory,
             _override_label(u.rule) or "-",
-            u.note,
+            "; ".join(filter(None, [u.note, _lockout_note(u)])),
         ]
         for u in found
     ]
@@ -80,7 +80,7 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
         headers += ("override",)
     else:
         rows = [row[:-2] + row[-1:] for row in rows]
-    if any(u.note for u in found):
+    if any(row[-1] for row in rows):
         headers += ("note",)
     else:
         rows = [row[:-1] for row in rows]
@@ -131,6 +131,21 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
             write(f"next       denied; retry in {output.seconds(decision.retry_after)}")
     elif rule is not None and rule.exempt:
         write("next       allowed; exempt, not counted")
+    if detail.lockout is not None:
+        lockout = detail.lockout
+        write(
+            f"locked     until {inspection.iso(lockout.until_us)}, "
+            f"{output.seconds(lockout.left)} left"
+        )
+    elif name.lock:
+        write("locked     no: the lockout is over")
+    if detail.next_reset is not None:
+        reset = detail.next_reset
+        write(f"resets     {reset.local_text}, in {output.seconds(reset.left)}")
+    if name.lock:
+        if policy is not None:
+            write(f"counts     {keys.counts_name(name, policy.algorithm).key}")
+        return
     if inspection.is_log(name.algorithm):
         _write_entries(command, detail)
     elif name.algorithm == "concurrency":
@@ -146,19 +161,22 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
 
 
 def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
-    policy = find_policy(options["policy"], inventory.known_policies())
+    policy = _policy_to_reset(options["policy"])
     who = _identity(options)
     client = connection.get_tool_client()
-    names = sorted(inventory.scan(client, policy=policy.name, identity=who), key=lambda n: n.key)
-    scope = f"policy {policy.name}" + (f", identity {who}" if who else "")
+    names = sorted(inventory.scan(client, policy=policy, identity=who), key=lambda n: n.key)
+    scope = f"policy {policy}" + (f", identity {who}" if who else "")
     as_json = options["json"]
+    locks = sum(1 for name in names if name.lock)
     record = {
-        "policy": policy.name,
+        "policy": policy,
         "identity": who,
         "keys": [name.key for name in names],
+        "lockouts": locks,
         "dry_run": options["dry_run"],
         "deleted": 0,
     }
+    lifting = f", lifting {_count(locks, 'lockout')}" if locks else ""
     if names and not as_json:
         command.stdout.write("\n".join(record["keys"]))
     if names and not options["dry_run"]:
@@ -170,13 +188,38 @@ def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
     elif not names:
         command.stdout.write(f"No keys for {scope}.")
     elif options["dry_run"]:
-        command.stdout.write(f"Dry run: would delete {_count_keys(len(names))} for {scope}.")
+        command.stdout.write(
+            f"Dry run: would delete {_count_keys(len(names))} for {scope}{lifting}."
+        )
     else:
-        command.stdout.write(f"Deleted {_count_keys(record['deleted'])} for {scope}.")
+        command.stdout.write(f"Deleted {_count_keys(record['deleted'])} for {scope}{lifting}.")
+
+
+def _policy_to_reset(name: str) -> str:
+    """The policy whose keys ``reset`` deletes: a stored one, also one that does not
+    compile on this machine (its keys are found by name)."""
+    policies = inventory.known_policies()
+    if name in policies.unusable:
+        return name
+    return find_policy(name, policies).name
 
 
 def _count_keys(number: int) -> str:
-    return "1 key" if number == 1 else f"{number:,} keys"
+    return _count(number, "key")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"1 {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
+def _lockout_note(u: inventory.KeyUsage) -> str:
+    """A key's word on its client's lockout: when a lockout's key ends it, and that a
+    counts' key's client is locked out."""
+    if u.lockout is None:
+        return "lockout over" if u.name.lock else ""
+    if u.name.lock:
+        return f"lockout until {inspection.iso(u.lockout.until_us)}"
+    return f"locked out, {output.seconds(u.lockout.left)} left"
 
 
 def _identity(options: dict[str, Any]) -> str | None:
@@ -250,7 +293,7 @@ def _usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str,
         "policy": u.name.policy,
         **_identity_record(u.name.identity, usernames),
         "shard": u.name.shard,
-        "algorithm": u.name.algorithm,
+        "algorithm": u.name.algorithm or None,
         "count": u.count,
         "limit": u.limit,
         "window": u.policy.window if u.policy else None,
@@ -259,6 +302,29 @@ def _usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str,
         "ttl": u.ttl,
         "memory": u.memory,
         "note": u.note,
+        **_lockout_record(u.name, u.lockout),
+    }
+
+
+def _lockout_record(name: keys.KeyName, lockout: timing.Lockout | None) -> dict[str, Any]:
+    """Whether the key is a lockout's, and the client's lockout (``null``: none now)."""
+    return {
+        "lock": name.lock,
+        "locked_until": inspection.iso(lockout.until_us) if lockout else None,
+        "locked_for": lockout.left if lockout else None,
+    }
+
+
+def _reset_record(reset: timing.NextReset | None) -> dict[str, Any] | None:
+    """When a calendar policy's counts next reset: the instant (UTC), the local time of
+    its zone and the seconds left; ``None`` for a rolling window."""
+    if reset is None:
+        return None
+    return {
+        "at": inspection.iso(reset.at_us),
+        "local": reset.local.isoformat(),
+        "time_zone": reset.time_zone,
+        "left": reset.left,
     }
 
 
@@ -270,7 +336,7 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
         "policy": d.name.policy,
         **_identity_record(d.name.identity, usernames),
         "shard": d.name.shard,
-        "algorithm": d.name.algorithm,
+        "algorithm": d.name.algorithm or None,
         "now": inspection.iso(d.now_us),
         "ttl": d.ttl,
         "memory": d.memory,
@@ -282,10 +348,14 @@ def _detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[s
         "allowed": decision.allowed if decision else None,
         "retry_after": decision.retry_after if decision else None,
         **_rule_record(d.rule),
+        **_lockout_record(d.name, d.lockout),
+        "next_reset": _reset_record(d.next_reset),
     }
     if d.rule is not None and d.rule.exempt:  # the request path lets it through, uncounted
         record["window"] = d.policy.window if d.policy else None
         record["allowed"] = True
+    if d.name.lock:
+        return record
     if inspection.is_log(d.name.algorithm):
         record["entries"] = [
             {"time": inspection.iso(at), "age": (d.now_us - at) / 1_000_000} for at in d.entries

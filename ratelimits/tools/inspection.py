@@ -1,9 +1,12 @@
-"""One key's full state, read-only: every log entry, both counter windows, the fixed window,
-a token bucket's arrival time, every concurrency lease.
+"""One key's full state, read-only: every log entry, both counter windows, the fixed window
+(a calendar period), a token bucket's arrival time, every concurrency lease, the client's
+lockout.
 
 Everything is read in one ``MULTI`` transaction together with Redis ``TIME`` and the
 decide script run with recording off, so the raw state, the clock and the limiter's own
-answer describe the same instant.
+answer describe the same instant. The lockout's key shares the counts' hash tag, so it is
+read in the same transaction (on a cluster, on the same node). A lockout's own key is
+read as such: when it ends.
 """
 
 from __future__ import annotations
@@ -18,13 +21,15 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.applied import Applied
-from ratelimits.tools.inventory import policy_check
+from ratelimits.tools.inventory import lock_to_read, policy_check
 from ratelimits.tools.leases import Lease, parse
+from ratelimits.tools.timing import Lockout, NextReset, lockout_from, next_reset, period_of
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """A clock-aligned window: ``label`` is ``current``, ``previous`` or ``expired``."""
+    """A clock-aligned window or a calendar period: ``label`` is ``current``, ``previous``
+    or ``expired``."""
 
     label: str
     start_us: int
@@ -39,7 +44,8 @@ class KeyDetail:
     ``entries`` (sliding_log, compact_log) are admission times in microseconds, oldest first;
     ``windows`` (sliding_counter, fixed_window) the stored windows; ``leases``
     (concurrency) every stored lease, oldest first, the ended ones too. ``decision`` is
-    what the policy would answer for one more request now.
+    what the policy would answer for one more request now. ``lockout`` is the client's
+    lockout while it lasts; ``next_reset`` when a calendar policy's counts next reset.
     """
 
     name: keys.KeyName
@@ -57,6 +63,8 @@ class KeyDetail:
     #: token_bucket its theoretical arrival time in microseconds, as "tat".
     raw: dict[str, str] = field(default_factory=dict)
     rule: Applied | None = None
+    lockout: Lockout | None = None
+    next_reset: NextReset | None = None
 
 
 def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPolicy]) -> KeyDetail:
@@ -71,34 +79,42 @@ def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPoli
     pipe.type(name.key)
     if name.algorithm in ("sliding_log", "concurrency"):
         pipe.zrange(name.key, 0, -1, withscores=True)
-    elif name.algorithm in ("compact_log", "token_bucket"):
+    elif name.algorithm in ("compact_log", "token_bucket") or name.lock:
         pipe.get(name.key)
     else:
         pipe.hgetall(name.key)
+    lock = None if name.lock else lock_to_read(name, policies)
+    if lock is not None:
+        pipe.get(lock)
     if check is not None:
         limiter.queue_peek([check], pipe)
     # A foreign value at the key (WRONGTYPE) comes back as an error reply, not an exception:
     # the other replies still describe the key.
-    now, exists, pttl, memory, stored_type, state, *peek = pipe.execute(raise_on_error=False)
+    now, exists, pttl, memory, stored_type, state, *rest = pipe.execute(raise_on_error=False)
     for reply in (now, exists, pttl, memory, stored_type):
         if isinstance(reply, Exception):
             raise reply
-    foreign = _foreign_type([state, *peek], stored_type.decode(), name.algorithm)
+    held = rest.pop(0) if lock is not None else (state if name.lock else None)
+    foreign = _foreign_type([state, *rest], stored_type.decode(), name.algorithm or "a lockout")
     decision = None
     if check is not None and not foreign:
-        decision = limiter.verdict_from([check], peek[0])[1].decisions[0]
+        decision = limiter.verdict_from([check], rest[0])[1].decisions[0]
+    now_us = int(now[0]) * 1_000_000 + int(now[1])
+    policy = policies.get(name.policy)
     detail = KeyDetail(
         name=name,
         exists=bool(exists),
-        now_us=int(now[0]) * 1_000_000 + int(now[1]),
+        now_us=now_us,
         ttl=pttl / 1000 if pttl >= 0 else None,
         memory=memory,
-        policy=policies.get(name.policy),
+        policy=policy,
         decision=decision,
         note="; ".join(filter(None, [note, foreign])),
         rule=rule,
+        lockout=None if isinstance(held, Exception) else lockout_from(held, now_us),
+        next_reset=next_reset(policy, now_us) if policy is not None else None,
     )
-    if foreign:
+    if foreign or name.lock:
         return detail
     if name.algorithm == "sliding_log":
         detail.entries.extend(int(score) for _, score in state)
@@ -159,14 +175,20 @@ def ring_entries(blob: bytes | None) -> list[int]:
 
 
 def iso(time_us: int) -> str:
-    """A Redis timestamp in microseconds as ISO 8601 UTC, to the millisecond."""
-    moment = datetime.fromtimestamp(time_us / 1_000_000, tz=UTC)
+    """A Redis timestamp in microseconds as ISO 8601 UTC, to the millisecond; a number
+    out of the calendar's range (a stored value that is no time) as it is."""
+    try:
+        moment = datetime.fromtimestamp(time_us / 1_000_000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return str(time_us)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _windows(
     algorithm: str, stored: dict[bytes, bytes], policy: CompiledPolicy, now_us: int
 ) -> list[Window]:
+    if policy.calendar:
+        return [_period(stored, policy, now_us)]
     window_us = policy.window * 1_000_000
     current = now_us // window_us
     index = int(stored.get(b"w", b"0"))
@@ -183,3 +205,14 @@ def _windows(
             label = "expired"
         windows.append(Window(label, at * window_us, (at + 1) * window_us, count))
     return windows
+
+
+def _period(stored: dict[bytes, bytes], policy: CompiledPolicy, now_us: int) -> Window:
+    """A calendar policy's stored count: ``w`` is its period's start in microseconds
+    (``lua/fixed_window.lua``), current when it is the start of the period holding now."""
+    start_us = int(stored.get(b"w", b"0"))
+    current, end_us = period_of(policy, now_us)
+    if start_us != current:
+        start_us, end_us = period_of(policy, start_us)  # the stored period's own end
+    label = "current" if start_us == current else "expired"
+    return Window(label, start_us, end_us, int(stored.get(b"c", b"0")))

@@ -300,6 +300,9 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
         "ttl",
         "memory",
         "note",
+        "lock",
+        "locked_until",
+        "locked_for",
     }
     assert {k: v for k, v in log.items() if k not in ("ttl", "memory")} == {
         "key": "rl:{ip:203.0.113.7}:login:log",
@@ -317,6 +320,9 @@ def test_keys_json_reports_counts_remaining_ttl_and_memory(redis_client):
         "override": None,
         "exempt": False,
         "note": "",
+        "lock": False,
+        "locked_until": None,
+        "locked_for": None,
     }
     assert 55 < log["ttl"] <= 60
     for record in records:
@@ -958,7 +964,7 @@ def test_inspect_refusals(redis_client):
     ):
         assert refused("inspect", key) == (
             f"{key!r} is not a ratelimits key: "
-            "expected rl:{<identity>}:<policy>:<log|ring|counter|fixed|bucket|leases>."
+            "expected rl:{<identity>}:<policy>:<log|ring|counter|fixed|bucket|leases|lock>."
         )
     key = "rl:{ip:1.2.3.4}:login:log"
     both = "Give a KEY or --policy and --identity, not both."
@@ -1054,7 +1060,14 @@ def test_reset_cancelled_on_a_terminal(redis_client, reset_keys, monkeypatch, ca
 
 def test_reset_json_lists_the_keys_and_what_was_deleted(redis_client, reset_keys):
     login = sorted(reset_keys["login"])
-    expected = {"policy": "login", "identity": None, "keys": login, "dry_run": True, "deleted": 0}
+    expected = {
+        "policy": "login",
+        "identity": None,
+        "keys": login,
+        "lockouts": 0,
+        "dry_run": True,
+        "deleted": 0,
+    }
     assert run_json("reset", "--policy", "login", "--dry-run") == expected
     assert all_keys(redis_client) == reset_keys["all"]
     one = ["rl:{ip:203.0.113.7}:login:log"]
