@@ -11,14 +11,18 @@ writes the plan in one transaction, all or nothing.
 
 **The file is the source of truth.** A row names the whole policy: a field left out of a row
 takes the model's default (``methods`` blank, ``algorithm`` sliding_counter, ``key``
-user_or_ip, ``mode`` enforce, ``counts`` all, ``fail_open`` and ``enabled`` true), for a
-new policy and for an existing one alike. Leaving ``mode`` out of the row of a policy
-stored in shadow mode therefore switches it back to enforce; it does not keep the stored
-value. Only ``name``, ``endpoint``, ``limit`` and ``window`` are required.
+user_or_ip, ``mode`` enforce, ``counts`` all, ``fail_open`` and ``enabled`` true,
+``calendar`` and ``time_zone`` blank: a rolling window, ``lockout`` 0: none), for a new
+policy and for an existing one alike. Leaving ``mode`` out of the row of a policy stored in
+shadow mode therefore switches it back to enforce; it does not keep the stored value, and a
+row without ``calendar`` (a file written before calendars existed) makes the policy's window
+rolling again. Only ``name``, ``endpoint``, ``limit`` and ``window`` are required, and
+``window`` not with a ``calendar`` period, which sets it (the period's nominal length).
 
-Rows are checked strictly before the model sees them (no unknown fields, ``limit`` and
-``window`` are integers and not booleans, ``fail_open`` and ``enabled`` are booleans, the
-other fields are strings), then with the model's own ``full_clean()``: the normalisation of
+Rows are checked strictly before the model sees them (no unknown fields, ``limit``,
+``window`` and ``lockout`` are integers and not booleans, ``fail_open`` and ``enabled`` are
+booleans, the other fields are strings), then with the model's own ``full_clean()``: the
+normalisation of
 ``Policy.normalize()``, the field validators and the database check constraints. Every
 problem of every row is collected and reported in one :class:`PolicyFileError`.
 
@@ -75,8 +79,13 @@ FIELDS: tuple[str, ...] = (
     "burst",
     "cost",
     "counts",
+    "calendar",
+    "time_zone",
+    "lockout",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
+#: A required field a row may leave out when it has another: a calendar period's window.
+_SET_BY = {"window": "calendar"}
 #: A row's list of overrides (optional on import: without it, overrides are left alone).
 OVERRIDES = "overrides"
 #: Who an override names: exactly one of these in each override of a file.
@@ -87,7 +96,7 @@ _OVERRIDE_VALUES: tuple[str, ...] = ("limit", "exempt", "comment")
 VERSION = 1
 
 _EXTENSIONS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
-_INT_FIELDS = frozenset({"limit", "window", "shards", "burst", "cost"})
+_INT_FIELDS = frozenset({"limit", "window", "shards", "burst", "cost", "lockout"})
 _BOOL_FIELDS = frozenset({"fail_open", "enabled"})
 #: Fields a file may set to null (a token bucket's burst: the limit).
 _NULLABLE_FIELDS = frozenset({"burst"})
@@ -419,8 +428,13 @@ def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPla
                 f"the fields are {', '.join(FIELDS)}, {OVERRIDES}."
             )
         for required in REQUIRED_FIELDS:
-            if required not in row:
-                row_problems.append(f"{required}: this field is required.")
+            if required in row:
+                continue
+            if row.get(_SET_BY.get(required, "")):  # a calendar period: the model sets it
+                bad.add(required)  # not validated: the calendar's own check says enough
+            else:
+                needed = f" (or give a {_SET_BY[required]})" if required in _SET_BY else ""
+                row_problems.append(f"{required}: this field is required{needed}.")
                 bad.add(required)
         values: dict[str, Any] = {}
         for fname in FIELDS:

@@ -142,6 +142,9 @@ def test_json_dump_is_exact() -> None:
         '      "burst": null,\n'
         '      "cost": 1,\n'
         '      "counts": "all",\n'
+        '      "calendar": "",\n'
+        '      "time_zone": "",\n'
+        '      "lockout": 0,\n'
         '      "overrides": []\n'
         "    },\n"
         "    {\n"
@@ -159,6 +162,9 @@ def test_json_dump_is_exact() -> None:
         '      "burst": null,\n'
         '      "cost": 1,\n'
         '      "counts": "all",\n'
+        '      "calendar": "",\n'
+        '      "time_zone": "",\n'
+        '      "lockout": 0,\n'
         '      "overrides": []\n'
         "    }\n"
         "  ]\n"
@@ -187,6 +193,9 @@ def test_yaml_dump_is_exact() -> None:
         "  burst: null\n"
         "  cost: 1\n"
         "  counts: all\n"
+        "  calendar: ''\n"
+        "  time_zone: ''\n"
+        "  lockout: 0\n"
         "  overrides: []\n"
         "- name: search\n"
         "  endpoint: api:search\n"
@@ -202,6 +211,9 @@ def test_yaml_dump_is_exact() -> None:
         "  burst: null\n"
         "  cost: 1\n"
         "  counts: all\n"
+        "  calendar: ''\n"
+        "  time_zone: ''\n"
+        "  lockout: 0\n"
         "  overrides: []\n"
     )
 
@@ -230,6 +242,9 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "burst": None,
         "cost": 1,
         "counts": "all",
+        "calendar": "",
+        "time_zone": "",
+        "lockout": 0,
         "overrides": [],
     }
 
@@ -675,7 +690,7 @@ def test_unknown_field_is_named_with_the_known_ones() -> None:
     assert problems_of([row(limt=5)]) == [
         "row 1 (login): unknown field(s) 'limt'; the fields are name, endpoint, methods, "
         "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
-        "overrides."
+        "calendar, time_zone, lockout, overrides."
     ]
 
 
@@ -683,7 +698,8 @@ def test_unknown_field_is_named_with_the_known_ones() -> None:
 def test_a_required_field_is_required(missing: str) -> None:
     rows = [row(name="first"), {k: v for k, v in ROW.items() if k != missing}]
     label = "row 2" if missing == "name" else "row 2 (login)"
-    assert problems_of(rows) == [f"{label}: {missing}: this field is required."]
+    hint = " (or give a calendar)" if missing == "window" else ""
+    assert problems_of(rows) == [f"{label}: {missing}: this field is required{hint}."]
 
 
 @pytest.mark.parametrize(
@@ -847,12 +863,12 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         "row 2 (keep): limit: Ensure this value is greater than or equal to 1.",
         "row 3 (bad-update): unknown field(s) 'colour'; the fields are name, endpoint, methods, "
         "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
-        "overrides.",
+        "calendar, time_zone, lockout, overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
         "global or header:<Name>.",
         "row 4 (half): endpoint: this field is required.",
-        "row 4 (half): window: this field is required.",
+        "row 4 (half): window: this field is required (or give a calendar).",
         "row 5 (fine): name: 'fine' is also the name of row 1; names must be unique.",
         "row 6 (new): enabled: must be true or false, not a string ('yes').",
         "row 6 (new): methods: Unknown HTTP method(s): FETCH. Use a comma-separated list of "
