@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -17,10 +18,10 @@ from django.utils.html import format_html
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from ratelimits.admin.usage import live_usage, reset_counters
+from ratelimits.admin.usage import policy_usage, reset_counters
 from ratelimits.admin.widgets import EndpointInput, memory_estimate
 from ratelimits.engine import override_identity
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.periods import NOMINAL_WINDOW
 from ratelimits.engine.stats import denied_since
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
@@ -56,16 +57,30 @@ class KeyKindFilter(admin.SimpleListFilter):
         return queryset
 
 
+class BlankIsZero(forms.IntegerField):
+    """A whole number that may be left blank for 0 (``lockout``: none)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{**kwargs, "required": False})
+
+    def to_python(self, value: Any) -> int:
+        number: int | None = super().to_python(value)
+        return 0 if number is None else number
+
+
 class PolicyForm(forms.ModelForm):
     class Meta:
         model = Policy
         fields = "__all__"
         widgets = {"endpoint": EndpointInput()}
+        field_classes = {"lockout": BlankIsZero}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if "window" in self.fields:  # a calendar period sets it (Policy.normalize)
             self.fields["window"].required = False
+        if "calendar" in self.fields:  # policy_form.js fills a period's window in
+            self.fields["calendar"].widget.attrs["data-windows"] = json.dumps(NOMINAL_WINDOW)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -87,6 +102,13 @@ class PolicyChangelistForm(forms.ModelForm):
         choices=[(m.value, m.value) for m in Mode],
         label=capfirst(Policy._meta.get_field("mode").verbose_name),  # as the history logs it
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A calendar period sets the window (Policy.normalize): an edit would be lost.
+        if "window" in self.fields and self.instance.calendar:
+            self.fields["window"].disabled = True
+            self.fields["window"].help_text = "Set by the calendar period."
 
 
 class PolicyOverrideForm(forms.ModelForm):
@@ -235,7 +257,7 @@ class PolicyAdmin(admin.ModelAdmin):
         "enabled",
     )
     list_editable = ("limit", "window", "mode", "enabled")
-    list_filter = ("algorithm", "counts", "mode", "enabled", KeyKindFilter)
+    list_filter = ("algorithm", "calendar", "counts", "mode", "enabled", KeyKindFilter)
     search_fields = ("name", "endpoint")
     readonly_fields = ("memory_per_client", "created_at", "updated_at")
     actions = ("enable", "disable", "switch_to_shadow", "switch_to_enforce", "reset_counters")
@@ -256,9 +278,12 @@ class PolicyAdmin(admin.ModelAdmin):
                     "algorithm",
                     "limit",
                     "window",
+                    "calendar",
+                    "time_zone",
                     "burst",
                     "cost",
                     "counts",
+                    "lockout",
                     "memory_per_client",
                     "key",
                     "fail_open",
@@ -298,7 +323,9 @@ class PolicyAdmin(admin.ModelAdmin):
 
     @admin.display(description="Redis memory per active client")
     def memory_per_client(self, obj: Policy) -> str:
-        return memory_estimate(obj.algorithm or "sliding_counter", obj.limit)
+        return memory_estimate(
+            obj.algorithm or "sliding_counter", obj.limit, obj.calendar, obj.lockout or 0
+        )
 
     # -- saving ------------------------------------------------------------------------
 
@@ -343,13 +370,14 @@ class PolicyAdmin(admin.ModelAdmin):
 
     @admin.action(description="Reset the counters of the selected policies", permissions=["reset"])
     def reset_counters(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        total = 0
+        total = lifted = 0
         for policy in queryset:
-            deleted = self._reset(request, policy)
-            if deleted is None:
+            removed = self._reset(request, policy)
+            if removed is None:
                 return
-            total += deleted
-        self.message_user(request, f"Deleted {total} keys.", messages.SUCCESS)
+            total += removed[0]
+            lifted += removed[1]
+        self.message_user(request, f"Deleted {total} keys{_lifting(lifted)}.", messages.SUCCESS)
 
     def has_reset_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(RESET_PERMISSION)
@@ -368,17 +396,24 @@ class PolicyAdmin(admin.ModelAdmin):
         names = ", ".join(p.name for p in targets) or "none needed it"
         self.message_user(request, f"{verb}: {names}.", messages.SUCCESS)
 
-    def _reset(self, request: HttpRequest, policy: Policy, who: str | None = None) -> int | None:
+    def _reset(
+        self, request: HttpRequest, policy: Policy, who: str | None = None
+    ) -> tuple[int, int] | None:
+        """Delete the policy's keys (``who``'s only): ``(keys deleted, lockouts lifted)``,
+        or ``None`` when Redis did not answer (said in a message)."""
         try:
-            deleted = reset_counters(policy.name, who)
+            removed = reset_counters(policy.name, who)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             self.message_user(
                 request, f"Redis did not answer; nothing reset ({e}).", messages.ERROR
             )
             return None
         scope = f" of {who}" if who else ""
-        self.log_change(request, policy, f"Reset counters{scope} ({deleted} keys).")
-        return deleted
+        deleted, lifted = removed
+        self.log_change(
+            request, policy, f"Reset counters{scope} ({deleted} keys{_lifting(lifted)})."
+        )
+        return removed
 
     # -- live usage and the reset view --------------------------------------------------
 
@@ -399,7 +434,7 @@ class PolicyAdmin(admin.ModelAdmin):
         context = dict(extra_context or {})
         policy = self.get_object(request, object_id)
         if policy is not None and self.has_view_or_change_permission(request, policy):
-            context["live_usage"] = live_usage(CompiledPolicy.from_model(policy))
+            context["live_usage"] = policy_usage(policy)
             context["can_reset"] = self.has_reset_permission(request)
             context["reset_url"] = reverse(
                 f"{self.admin_site.name}:ratelimits_policy_reset", args=[policy.pk]
@@ -418,16 +453,26 @@ class PolicyAdmin(admin.ModelAdmin):
             except ValueError as e:
                 self.message_user(request, str(e), messages.ERROR)
                 return HttpResponseRedirect(self._change_url(policy))
-        deleted = self._reset(request, policy, who)
-        if deleted is not None:
+        removed = self._reset(request, policy, who)
+        if removed is not None:
             scope = f" of {who}" if who else ""
+            deleted, lifted = removed
             self.message_user(
-                request, f"Reset the counters{scope}: {deleted} keys deleted.", messages.SUCCESS
+                request,
+                f"Reset the counters{scope}: {deleted} keys deleted{_lifting(lifted)}.",
+                messages.SUCCESS,
             )
         return HttpResponseRedirect(self._change_url(policy))
 
     def _change_url(self, policy: Policy) -> str:
         return reverse(f"{self.admin_site.name}:ratelimits_policy_change", args=[policy.pk])
+
+
+def _lifting(lockouts: int) -> str:
+    """``", 1 lockout lifted"``; "" for none."""
+    if not lockouts:
+        return ""
+    return f", {lockouts} lockout{'' if lockouts == 1 else 's'} lifted"
 
 
 def _urlconf(request: HttpRequest) -> str | None:

@@ -1,17 +1,22 @@
 """What clients use now: the change page's live-usage panel (the busiest clients of a
 policy, and resets) and the dashboard's clients nearest their limits. Each client is shown
-under the limit that applies to it: its override's, or none when an override exempts it."""
+under the limit that applies to it: its override's, or none when an override exempts it;
+a client locked out with when its lockout ends, and a calendar policy with when its
+counts reset."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from ratelimits.engine.identity import is_hashed
 from ratelimits.engine.policy import CONCURRENCY, CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
+from ratelimits.models import Policy
 from ratelimits.tools import inventory, leases
 from ratelimits.tools.applied import with_overrides
+from ratelimits.tools.timing import NextReset, next_reset
 
 TOP_CLIENTS = 20
 SCAN_LIMIT = 10_000
@@ -49,6 +54,10 @@ class ClientRow:
     override: str = ""
     #: True when the override exempts the client: its requests are not counted.
     exempt: bool = False
+    #: When the client's lockout ends (UTC) and the seconds left; ``None`` when it is not
+    #: locked out.
+    locked_until: dt.datetime | None = None
+    locked_for: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +68,31 @@ class LiveUsage:
     error: str = ""
     #: True for a concurrency policy: counts are requests in progress, with their leases.
     concurrency: bool = False
+    #: A calendar policy's next reset (on the Redis clock); ``None`` for a rolling window.
+    next_reset: NextReset | None = None
+
+
+def policy_usage(row: Policy) -> LiveUsage:
+    """:func:`live_usage` of a stored policy; an ``error`` when it does not compile here
+    (a time zone this machine does not know)."""
+    try:
+        policy = CompiledPolicy.from_model(row)
+    except ValueError as e:
+        return LiveUsage([], 0, False, error=f"This policy does not compile here: {e}")
+    return live_usage(policy)
 
 
 def live_usage(policy: CompiledPolicy) -> LiveUsage:
-    """The top clients by count under ``policy``; an ``error`` when Redis cannot answer.
-    For a concurrency policy, each client's requests in progress too. Consumes nothing."""
+    """The top clients by count under ``policy``, those locked out first; an ``error``
+    when Redis cannot answer. For a concurrency policy, each client's requests in
+    progress too; for a calendar policy, when its counts reset. Consumes nothing."""
     concurrency = policy.algorithm == CONCURRENCY
     [policy] = with_overrides([policy])
     try:
         client = connection.get_tool_client()
         found, keys_read = inventory.top(client, policy, count=TOP_CLIENTS, scan_limit=SCAN_LIMIT)
         held = leases.read(client, [u.name for u in found]) if concurrency else {}
+        reset = next_reset(policy, _now_us(client)) if policy.calendar else None
     except (*connection.REDIS_ERRORS, ConfigurationError) as e:
         return LiveUsage([], 0, False, error=f"Redis did not answer: {e}")
     rows = []
@@ -86,7 +109,19 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
                 more_leases=max(0, len(live) - LEASES_SHOWN),
             )
         )
-    return LiveUsage(rows, keys_read, truncated=keys_read >= SCAN_LIMIT, concurrency=concurrency)
+    return LiveUsage(
+        rows,
+        keys_read,
+        truncated=keys_read >= SCAN_LIMIT,
+        concurrency=concurrency,
+        next_reset=reset,
+    )
+
+
+def _now_us(client: connection.Client) -> int:
+    """The Redis clock (of the first primary, on a cluster), in microseconds."""
+    seconds, micros = connection.node_clients(client)[0].time()
+    return int(seconds) * 1_000_000 + int(micros)
 
 
 def client_row(
@@ -105,6 +140,8 @@ def client_row(
         more_leases=more_leases,
         override=u.rule.override if u.rule else "",
         exempt=u.rule.exempt if u.rule else False,
+        locked_until=u.lockout.until if u.lockout else None,
+        locked_for=u.lockout.left if u.lockout else None,
     )
 
 
@@ -133,6 +170,9 @@ def nearest_limits() -> NearestLimits:
     return NearestLimits(by_policy, keys_read, truncated=keys_read >= SCAN_LIMIT)
 
 
-def reset_counters(policy_name: str, who: str | None = None) -> int:
-    """Delete the policy's keys (one client's with ``who``); raises on Redis errors."""
-    return inventory.reset(connection.get_tool_client(), policy_name, who)
+def reset_counters(policy_name: str, who: str | None = None) -> tuple[int, int]:
+    """Delete the policy's keys (one client's with ``who``), their lockouts too:
+    ``(keys deleted, lockouts lifted)``; raises on Redis errors."""
+    client = connection.get_tool_client()
+    names = list(inventory.scan(client, policy=policy_name, identity=who))
+    return inventory.delete(client, names), sum(1 for name in names if name.lock)

@@ -9,6 +9,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ratelimits.engine.policy import describe_duration
 from ratelimits.tools import memory
 from ratelimits.tools.endpoints import suggestions
 
@@ -29,7 +30,9 @@ class EndpointInput(forms.TextInput):
         return format_html('{}<datalist id="{}">{}</datalist>', field, DATALIST_ID, options)
 
 
-def memory_estimate(algorithm: str, limit: int | None) -> SafeString:
+def memory_estimate(
+    algorithm: str, limit: int | None, calendar: str = "", lockout: int = 0
+) -> SafeString:
     """The estimate as HTML; ``policy_form.js`` recomputes it as the form changes."""
     points = json.dumps(
         {
@@ -38,20 +41,29 @@ def memory_estimate(algorithm: str, limit: int | None) -> SafeString:
             "counter": memory.COUNTER_BYTES,
             "bucket": memory.BUCKET_BYTES,
             "large": memory.LARGE_BYTES,
+            "lock": memory.LOCK_BYTES,
+            "kept": memory.PERIOD_KEPT,
         }
     )
     return format_html(
         '<div id="ratelimits-memory" data-points="{}">{}</div>',
         points,
-        memory_text(algorithm, limit),
+        memory_text(algorithm, limit, calendar, lockout),
     )
 
 
-def memory_text(algorithm: str, limit: int | None) -> SafeString:
+def memory_text(
+    algorithm: str, limit: int | None, calendar: str = "", lockout: int = 0
+) -> SafeString:
     if not limit:
         return format_html("{}", "Set a limit to see the estimate.")
     size = memory.bytes_per_client(algorithm, limit)
-    at = "in progress at once" if algorithm == "concurrency" else "per window"
+    if algorithm == "concurrency":
+        at = "in progress at once"
+    elif calendar in memory.PERIOD_KEPT:
+        at = f"per calendar {calendar}"
+    else:
+        at = "per window"
     text = format_html(
         "About <strong>{}</strong> of Redis memory per active client ({} at {} {}).",
         memory.human(size),
@@ -59,6 +71,22 @@ def memory_text(algorithm: str, limit: int | None) -> SafeString:
         limit,
         at,
     )
+    if calendar in memory.PERIOD_KEPT:
+        text = format_html(
+            "{} A count is kept until its calendar {} ends (up to {}): every client seen in "
+            "the {} is an active client.",
+            text,
+            calendar,
+            memory.PERIOD_KEPT[calendar],
+            calendar,
+        )
+    if lockout and lockout > 0:
+        text = format_html(
+            "{} A locked-out client adds about <strong>{}</strong> for its lock, kept {}.",
+            text,
+            memory.human(memory.LOCK_BYTES),
+            describe_duration(lockout),
+        )
     if memory.is_large(algorithm, limit):
         text = format_html(
             '{}<p class="errornote ratelimits-memory-warning">{}</p>',
