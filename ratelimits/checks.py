@@ -7,13 +7,15 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
+from django.db import DatabaseError
 from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
 from ratelimits.conf import DEFAULTS, user_settings
-from ratelimits.engine import keys
+from ratelimits.engine import keys, periods
 from ratelimits.engine.store import connection, scripts
 from ratelimits.http.gate import scope_of
+from ratelimits.models import Policy
 
 THROTTLE_PATH = "ratelimits.throttling.PolicyThrottle"
 MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitHeadersMiddleware"
@@ -225,6 +227,40 @@ def check_throttled_view(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             id="ratelimits.E006",
         )
     ]
+
+
+@register(Tags.database)
+def check_time_zones(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
+    """W005: an enabled calendar policy whose time zone this machine does not know (its
+    time zone database lacks it, or has none: no ``tzdata``). Reads the policies, so it
+    runs as Django's database checks do: on ``migrate`` and ``check --database``."""
+    found: list[Any] = []
+    for alias in databases or ():
+        rows = Policy.objects.using(alias).filter(enabled=True).exclude(calendar="")
+        try:
+            named = list(rows.order_by("name").values_list("name", "time_zone"))
+        except DatabaseError:  # not migrated yet: migrate runs these checks first
+            continue
+        for name, time_zone in named:
+            zone = time_zone or settings.TIME_ZONE or "UTC"
+            try:
+                periods.zone(zone)
+            except periods.UnknownTimeZone:
+                found.append(_unknown_zone(name, zone, time_zone))
+    return found
+
+
+def _unknown_zone(policy: str, zone: str, given: str) -> Warning:
+    where = "" if given else " (its time_zone is blank: the site's TIME_ZONE)"
+    return Warning(
+        f"The policy {policy!r} counts calendar periods in the time zone {zone!r}{where}, "
+        "which this machine's time zone database does not know: it cannot be compiled "
+        "here, and the policy table cannot be built with it.",
+        hint="Install the IANA time zone database (pip install tzdata, or the system's "
+        "tzdata package), or give the policy a time zone this machine knows, such as "
+        "UTC, in the admin.",
+        id="ratelimits.W005",
+    )
 
 
 def _decorator_in_use() -> bool:

@@ -18,7 +18,9 @@ from ratelimits.checks import (
     THROTTLE_PATH,
     check_cache,
 )
+from ratelimits.engine import periods
 from ratelimits.engine.store import scripts
+from ratelimits.models import Policy
 from tests.helpers import ratelimits_settings
 
 ALL_PARTS = scripts.DECIDE_PARTS
@@ -299,3 +301,35 @@ def test_scripts_not_found_is_e005() -> None:
     with mock.patch("ratelimits.engine.store.scripts.lua_dir", side_effect=missing):
         messages = ratelimits_messages()
     assert ids(messages) == ["ratelimits.E005"]
+
+
+@pytest.mark.django_db
+def test_an_enabled_calendar_policy_in_a_zone_this_machine_lacks_is_w005() -> None:
+    """Checked with the database, as Django's database checks are (``migrate``, ``check
+    --database``): the zone a stored row names, and a blank zone's TIME_ZONE."""
+    fields = {"endpoint": "api:search", "algorithm": "fixed_window", "limit": 5}
+    for name in ("berlin", "mars", "off", "site"):
+        Policy.objects.create(name=name, calendar="month", time_zone="Europe/Berlin", **fields)
+    Policy.objects.create(name="rolling", window=60, **fields)
+    Policy.objects.filter(name__in=["mars", "off"]).update(time_zone="Mars/Olympus_Mons")
+    Policy.objects.filter(name="off").update(enabled=False)
+    Policy.objects.filter(name="site").update(time_zone="")
+
+    assert [m for m in run_checks() if m.id == "ratelimits.W005"] == []  # no database asked
+    found = [m for m in run_checks(databases=["default"]) if m.id == "ratelimits.W005"]
+    assert [m.level for m in found] == [WARNING]
+    assert found[0].msg.startswith(
+        "The policy 'mars' counts calendar periods in the time zone 'Mars/Olympus_Mons', "
+        "which this machine's time zone database does not know"
+    )
+    assert "pip install tzdata" in (found[0].hint or "")
+    assert periods.zone(settings.TIME_ZONE)  # the site's zone is known here: 'site' is fine
+
+
+@pytest.mark.django_db
+def test_w005_passes_when_every_calendar_zone_is_known() -> None:
+    Policy.objects.create(
+        name="quota", endpoint="q", algorithm="fixed_window", limit=5, calendar="day",
+        time_zone="Pacific/Chatham",
+    )  # fmt: skip
+    assert [m for m in run_checks(databases=["default"]) if m.id == "ratelimits.W005"] == []
