@@ -467,8 +467,13 @@ class PolicyOverride(models.Model):
         of this override's policy, say)."""
         if self.exempt:
             return "exempt"
+        calendar = getattr(policy, "calendar", "")
         return describe_rate(
-            self.limit, policy.window, policy.algorithm, calendar=getattr(policy, "calendar", "")
+            self.limit,
+            policy.window,
+            policy.algorithm,
+            calendar=calendar,
+            time_zone=calendar and (policy.time_zone or settings.TIME_ZONE or "UTC"),
         )
 
     def normalize(self) -> None:

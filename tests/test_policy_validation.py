@@ -376,3 +376,12 @@ def test_a_lockout_is_valid_and_worded() -> None:
     policy = make(lockout=900, counts="failures")
     assert clean_errors(policy) == {}
     assert policy.rate_display == "5 per 60 s, failures only, then locked out 15 min"
+
+
+def test_an_override_of_a_calendar_policy_is_worded_in_its_period_and_zone() -> None:
+    from ratelimits.models import PolicyOverride
+
+    policy = make(**FIXED, calendar="month", time_zone="Pacific/Auckland")
+    policy.full_clean()
+    override = PolicyOverride(policy=policy, identity="203.0.113.7", limit=50)
+    assert override.rate_under(policy) == "50 per calendar month (Pacific/Auckland)"
