@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from ratelimits.models import Policy
+from ratelimits.models import Policy, PolicyOverride
 from ratelimits.validators import MAX_WINDOW
 
 pytestmark = pytest.mark.django_db
@@ -379,8 +379,6 @@ def test_a_lockout_is_valid_and_worded() -> None:
 
 
 def test_an_override_of_a_calendar_policy_is_worded_in_its_period_and_zone() -> None:
-    from ratelimits.models import PolicyOverride
-
     policy = make(**FIXED, calendar="month", time_zone="Pacific/Auckland")
     policy.full_clean()
     override = PolicyOverride(policy=policy, identity="203.0.113.7", limit=50)
