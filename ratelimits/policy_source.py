@@ -20,7 +20,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.signals import setting_changed
-from django.db import connections
+from django.db import connections, router
 from django.db.models import QuerySet
 from django.db.models.sql.constants import MULTI
 
@@ -49,11 +49,14 @@ def load() -> Iterator[CompiledPolicy]:
     otherwise the policy compiled then is reused (the same object: the table re-indexes
     only the others)."""
     global _compiled
-    fields = row_fields()
-    query = Policy.objects.filter(enabled=True).order_by("name").values_list(*fields)
-    connections[query.db].ensure_connection()
+    database = router.db_for_read(Policy)
+    connections[database].ensure_connection()
     pause()
-    overrides = _Overrides.read(PolicyOverride.objects.all())
+    fields = row_fields()
+    query = Policy.objects.using(database).filter(enabled=True).order_by("name")
+    query = query.values_list(*fields)
+    pause()
+    overrides = _Overrides.read(PolicyOverride.objects.using(database))
     rows, convert = _raw_rows(query)
     pause()
     pk = fields.index(Policy._meta.pk.attname)
