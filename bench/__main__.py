@@ -47,6 +47,7 @@ MODULES = (
     "accuracy",
     "floods",
     "profile",
+    "reloads",
 )
 
 
