@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import redis
 from django.core.management import call_command
 from redis.cluster import RedisCluster
 
@@ -23,7 +22,7 @@ from ratelimits.engine import limiter
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection, scripts
 from ratelimits.models import Policy
-from ratelimits.testutils import RedisClusterServers, RedisServer, free_cluster_port
+from ratelimits.testutils import RedisClusterServers, RedisServer, SlotMigration
 from ratelimits.tools import inventory
 from tests.helpers import decide_calls, item_statuses, libraries, server_major
 
@@ -162,11 +161,8 @@ def test_a_slot_moving_to_a_primary_the_client_does_not_know_yet_is_decided_ther
     key = policy.key_for(f"ip:{ip}")
     slot = redis_client.keyslot(key)
     owner = server_of(redis_cluster, redis_client, key)
-    with joining_primary(redis_cluster, owner) as new:
-        new_id = new.client().cluster("myid").decode()
-        owner_id = owner.client().cluster("myid").decode()
-        new.client().cluster("setslot", str(slot), "importing", owner_id)
-        owner.client().cluster("setslot", str(slot), "migrating", new_id)
+    with joining_primary(redis_cluster) as new:
+        SlotMigration(redis_cluster, [slot], new).start()
         try:
             assert item_statuses(client, ip, 3) == [200, 200, 429]
             # Decided on the new primary: the key was created there, not on the owner.
@@ -193,8 +189,8 @@ def test_a_slot_moved_to_a_new_primary_is_followed_by_requests_and_tools(
     owner = server_of(redis_cluster, redis_client, key)
     assert item_statuses(client, ip, 2) == [200, 200]
     assert key in listed_keys()  # the tools client knows the cluster as it was
-    with joining_primary(redis_cluster, owner) as new:
-        move_slot(redis_cluster, owner, new, slot, key)
+    with joining_primary(redis_cluster) as new:
+        redis_cluster.move_slots([slot], new)
         assert (
             new.client().exists(key) == 1 and owner.client().cluster("countkeysinslot", slot) == 0
         )
@@ -210,7 +206,7 @@ def test_a_slot_moved_to_a_new_primary_is_followed_by_requests_and_tools(
         assert new.client().exists(key) == 0, out.getvalue()
         assert item_statuses(client, ip, 1) == [200]
         # Back where it was, for the tests that follow.
-        move_slot(redis_cluster, new, owner, slot, key)
+        redis_cluster.move_slots([slot], owner)
 
 
 def listed_keys() -> list[str]:
@@ -220,56 +216,11 @@ def listed_keys() -> list[str]:
 
 
 @contextmanager
-def joining_primary(redis_cluster: RedisClusterServers, via: RedisServer) -> Iterator[RedisServer]:
-    """A new primary with no slot, joined to the suite's cluster through ``via``, once
-    every node knows it and it serves; forgotten by the others when done."""
-    with RedisServer(free_cluster_port(), extra=redis_cluster.nodes[0].extra) as new:
-        via.client().cluster("meet", "127.0.0.1", str(new.port))
-        new_id = new.client().cluster("myid").decode()
-        deadline = time.monotonic() + 30
-        while not all(joined(n, new_id) for n in redis_cluster.nodes) or not sees_every_slot(new):
-            assert time.monotonic() < deadline, "the new primary did not join"
-            time.sleep(0.05)
-        try:
-            yield new
-        finally:
-            for node in redis_cluster.nodes:
-                if joined(node, new_id):
-                    node.client().cluster("forget", new_id)
-
-
-def move_slot(
-    redis_cluster: RedisClusterServers,
-    source: RedisServer,
-    target: RedisServer,
-    slot: int,
-    key: str,
-) -> None:
-    """Move ``slot`` (holding ``key``) from ``source`` to ``target``, as ``redis-cli
-    --cluster reshard`` moves each slot: importing, migrating, MIGRATE, then the new owner
-    told to every node."""
-    source_id = source.client().cluster("myid").decode()
-    target_id = target.client().cluster("myid").decode()
-    target.client().cluster("setslot", str(slot), "importing", source_id)
-    source.client().cluster("setslot", str(slot), "migrating", target_id)
-    source.client().execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", key)
-    others = [n for n in redis_cluster.nodes if n not in (source, target)]
-    for node in (target, source, *others):
-        try:
-            node.client().cluster("setslot", str(slot), "node", target_id)
-        except redis.ResponseError as e:
-            # A primary that gave away its last slot has become the new owner's replica
-            # (cluster-allow-replica-migration): it knows the owner already.
-            assert "only with masters" in str(e), e
-
-
-def joined(node: RedisServer, node_id: str) -> bool:
-    """Whether ``node`` knows the node ``node_id``."""
-    return node_id.encode() in node.client().execute_command("CLUSTER", "NODES")
-
-
-def sees_every_slot(node: RedisServer) -> bool:
-    """Whether ``node`` knows an owner for every slot (gossip has told it the cluster)
-    and serves: its cluster state is ok."""
-    info = node.client().cluster("info")
-    return int(info["cluster_slots_assigned"]) == 16384 and info["cluster_state"] == "ok"
+def joining_primary(redis_cluster: RedisClusterServers) -> Iterator[RedisServer]:
+    """A new primary with no slot, joined to the suite's cluster
+    (:meth:`RedisClusterServers.add_primary`); taken out again when done."""
+    new = redis_cluster.add_primary()
+    try:
+        yield new
+    finally:
+        redis_cluster.remove_primary(new)
