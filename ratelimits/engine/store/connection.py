@@ -7,7 +7,8 @@ own pool (often with longer timeouts) is left alone.
 
 With ``RATELIMITS["CLUSTER_NODES"]`` set, the client is a ``redis.cluster.RedisCluster``
 built from those startup nodes instead (django-redis has no cluster client), with the
-same timeouts and no retries; it follows ``MOVED`` and ``ASK`` redirections itself.
+same timeouts and no retries; it follows ``MOVED`` and ``ASK`` redirections itself, an
+``ASK`` to a primary that owns no slot yet too (:class:`ClusterClient`).
 Tools that work node by node (``SCAN``, pipelines of script calls) use
 :func:`node_clients` and :func:`node_client`; each node has its own circuit breaker
 (:func:`breaker_for`), so a dead primary costs only the requests whose keys it holds.
@@ -24,7 +25,7 @@ import redis
 from django.core.cache import caches
 from django.core.signals import setting_changed
 from redis.backoff import NoBackoff
-from redis.cluster import ClusterNode, RedisCluster
+from redis.cluster import PRIMARY, ClusterNode, RedisCluster, get_node_name
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
@@ -46,8 +47,45 @@ TOOL_SOCKET_TIMEOUT = 5.0
 
 _lock = threading.Lock()
 _clients: dict[str, Client] = {}
-#: Clients of nodes an ``ASK`` named that the cluster client did not know (:func:`asked_client`).
-_asked: dict[tuple[str, int], redis.Redis] = {}
+
+
+class ClusterClient(RedisCluster):
+    """redis-py's cluster client that also reaches a primary that owns no slot yet, as a
+    new one filling during a reshard, when an ``ASK`` names it.
+
+    redis-py looks the node an ``ASK`` names up among the nodes of its slot map, read
+    from ``CLUSTER SLOTS``, where a primary without slots is not, and fails with an
+    ``AttributeError`` (redis-py #4015): on any command, such as reading the policy
+    table's version stamp. Here a node that is not there is made on first use and kept
+    beside the map, never in it: the slot map and the primaries the tools scan stay
+    ``CLUSTER SLOTS``'."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unmapped: dict[str, ClusterNode] = {}
+        self._unmapped_lock = threading.Lock()
+
+    def get_node(
+        self, host: str | None = None, port: int | None = None, node_name: str | None = None
+    ) -> ClusterNode | None:
+        node = super().get_node(host, port, node_name)
+        if node is None and (node_name or (host and port)):
+            name = node_name or get_node_name(host, port)
+            with self._unmapped_lock:
+                node = self._unmapped.get(name)
+                if node is None:
+                    at, _, number = name.rpartition(":")
+                    node = self._unmapped[name] = ClusterNode(at, int(number), PRIMARY)
+        return node
+
+    def close(self) -> None:
+        super().close()
+        with self._unmapped_lock:
+            unmapped = list(self._unmapped.values())
+            self._unmapped.clear()
+        for node in unmapped:
+            if node.redis_connection is not None:
+                node.redis_connection.close()
 
 
 def get_client() -> Client:
@@ -105,22 +143,9 @@ def node_client(client: Client, key: str) -> redis.Redis:
 
 
 def asked_client(client: RedisCluster, host: str, port: int) -> redis.Redis:
-    """A client of the node an ``ASK`` names, with the cluster's connection settings:
-    the cluster client's own when it knows the node, else one made here (a primary that
-    owns no slot yet is not among redis-py's nodes) and kept until :func:`reset`."""
-    known = client.get_node(host=host, port=port)
-    if known is not None and known.redis_connection is not None:
-        return known.redis_connection
-    with _lock:
-        made = _asked.get((host, port))
-        if made is None:
-            known_pool = client.get_default_node().redis_connection.connection_pool
-            pool = redis.ConnectionPool(
-                connection_class=known_pool.connection_class,
-                **{**known_pool.connection_kwargs, "host": host, "port": port},
-            )
-            made = _asked[(host, port)] = redis.Redis(connection_pool=pool)
-        return made
+    """A client of the node an ``ASK`` names, with the cluster's connection settings, a
+    primary that owns no slot yet too (:class:`ClusterClient`)."""
+    return client.get_redis_connection(client.get_node(host=host, port=port))
 
 
 def learn_moved(client: RedisCluster, moved: redis.exceptions.MovedError) -> None:
@@ -175,9 +200,8 @@ def describe(client: Client) -> str:
 def reset() -> None:
     """Forget the clients (settings changed); the next call builds new ones."""
     with _lock:
-        old = [*_clients.values(), *_asked.values()]
+        old = list(_clients.values())
         _clients.clear()
-        _asked.clear()
     caller.reset()
     async_caller.reset()
     failover.stop()
@@ -273,7 +297,7 @@ def _create_cluster_client(nodes: list[str], timeout: float) -> RedisCluster:
     except ValueError as e:
         raise ConfigurationError(f"RATELIMITS['CLUSTER_NODES']: {e}") from e
     first = _split_node(nodes[0])
-    return RedisCluster(
+    return ClusterClient(
         startup_nodes=startup,
         username=unquote(first.username) if first.username else None,
         password=unquote(first.password) if first.password else None,

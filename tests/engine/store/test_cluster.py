@@ -18,7 +18,9 @@ import pytest
 from django.core.management import call_command
 from redis.cluster import RedisCluster
 
+from ratelimits.conf import app_settings
 from ratelimits.engine import limiter
+from ratelimits.engine.keys import version_key
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection, scripts
 from ratelimits.models import Policy
@@ -224,3 +226,33 @@ def joining_primary(redis_cluster: RedisClusterServers) -> Iterator[RedisServer]
         yield new
     finally:
         redis_cluster.remove_primary(new)
+
+
+def test_the_policy_stamp_in_a_slot_moving_to_a_primary_the_client_does_not_know_is_read(
+    client, redis_client, redis_cluster, settings, caplog
+):
+    """The policy table's version stamp is read with redis-py's own cluster client, whose
+    ``ASK`` handling fails on a primary that owns no slot yet (redis-py #4015, an
+    ``AttributeError``): the stamp's slot moving to a new primary, its key there already,
+    is read there, and the request is answered as usual."""
+    settings.RATELIMITS = {**settings.RATELIMITS, "POLICY_REFRESH_INTERVAL": 0.05}
+    make("items", 2, "ip")
+    ip = "198.51.100.79"
+    assert item_statuses(client, ip, 1) == [200]  # the table is built, the stamp read
+    stamp = version_key(app_settings.KEY_PREFIX)
+    slot = redis_client.keyslot(stamp)
+    owner = server_of(redis_cluster, redis_client, stamp)
+    with joining_primary(redis_cluster) as new:
+        migration = SlotMigration(redis_cluster, [slot], new)
+        migration.start()
+        migration.migrate_keys()
+        try:
+            assert owner.client().cluster("countkeysinslot", slot) == 0  # the stamp moved
+            time.sleep(0.15)  # the next request checks the stamp
+            with caplog.at_level("WARNING", logger="ratelimits"):
+                assert item_statuses(client, ip, 2) == [200, 429]
+            assert not [r for r in caplog.records if r.name == "ratelimits"], caplog.text
+            assert connection.get_client().get(stamp) is not None  # through ASK, to the new one
+        finally:
+            migration.finish()
+            redis_cluster.move_slots([slot], owner)  # back, for the tests that follow
