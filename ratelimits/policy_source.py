@@ -66,10 +66,26 @@ def load() -> Iterator[CompiledPolicy]:
         entry = known.get(key)
         if entry is None or entry[0] != row:
             policy = Policy.from_db(query.db, fields, convert(row))
-            entry = (row, CompiledPolicy.from_model(policy))
+            compiled = _compile(policy)
+            if compiled is None:
+                continue
+            entry = (row, compiled)
         seen[key] = entry
         yield overrides.attach(entry[1], key) if overrides.rows else entry[1]
     _compiled = seen  # one reference replaced whole: a load running meanwhile reads either
+
+
+def _compile(policy: Policy) -> CompiledPolicy | None:
+    """``policy`` compiled; ``None``, with an error logged, for a row this machine cannot
+    compile (a calendar policy in a time zone its zoneinfo does not know, say): the
+    policy limits nothing until the row or the machine is fixed, and every other policy
+    still does (the table is not refused whole). Not remembered: the next load tries
+    again. The system check ``ratelimits.W005`` names such rows too."""
+    try:
+        return CompiledPolicy.from_model(policy)
+    except ValueError as error:
+        logger.error("ratelimits: policy %s is left out of the table: %s", policy.name, error)
+        return None
 
 
 def _raw_rows(

@@ -74,3 +74,19 @@ def test_a_policy_loads_as_the_orm_reads_it():
     assert loaded == expected
     assert loaded.fail_open is False and loaded.enforce is False
     assert loaded.burst == 20 and loaded.cost == 2
+
+
+def test_a_policy_this_machine_cannot_compile_is_left_out_and_the_rest_still_load(caplog):
+    """A calendar policy in a zone the machine's zoneinfo lacks (a row written elsewhere,
+    or tzdata missing) limits nothing, with an error naming it; the others still load,
+    and the row loads once it is fixed."""
+    make_policy("a")
+    make_policy("quota", algorithm="fixed_window", calendar="month", time_zone="UTC")
+    make_policy("z")
+    Policy.objects.filter(name="quota").update(time_zone="Mars/Olympus_Mons")
+    with caplog.at_level("ERROR", logger="ratelimits"):
+        assert list(by_name()) == ["a", "z"]
+    assert "policy quota is left out of the table" in caplog.text
+    assert "Mars/Olympus_Mons" in caplog.text
+    Policy.objects.filter(name="quota").update(time_zone="Europe/Berlin")
+    assert by_name()["quota"].time_zone == "Europe/Berlin"
