@@ -14,7 +14,6 @@ from ratelimits.cli import output
 from ratelimits.engine import limiter, table
 from ratelimits.engine.identity import UNKNOWN_IP, meta_key
 from ratelimits.engine.overrides import Exemption
-from ratelimits.engine.periods import UnknownTimeZone
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.http import facts
@@ -44,10 +43,7 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
         raise CommandError(f"--path {path!r} must start with /.")
     scope, url_name = _view_names(path)
     request = _request(method, path, options)
-    try:
-        loaded = table.load_table()
-    except UnknownTimeZone as e:  # a row this machine cannot compile (`manage.py check`)
-        raise CommandError(f"The policy table does not build here: {e}") from None
+    loaded = table.load_table()  # leaves out, logging, a row this machine cannot compile
     policies = loaded.match(method=method, path=path, scope=scope, url_name=url_name)
     exempt_network = facts.is_exempt(request)
     user_key = facts.user_key(request)
