@@ -143,7 +143,8 @@ def tally(
             burst = int(row.get("burst") or limits.highest)
             admission.gcra(intervals, window, limits.within, burst, found, label)
         elif algorithm == "concurrency":
-            admission.concurrent(intervals, mix.REPORT_SECONDS, limits.most, found, label)
+            hold = float(row["hold"])  # the view's time: at least this long in progress
+            admission.concurrent(intervals, hold, limits.most, found, label)
     return found
 
 

@@ -59,9 +59,13 @@ def prepare(env: dict[str, str]) -> dict[str, dict[str, Any]]:
     django.setup()
     from django.core.management import call_command
 
+    from project.api.views import ReportView
+
     call_command("migrate", verbosity=0)
     manage(env, "ratelimits", "import", str(mix.POLICY_FILE))
-    return {row["name"]: row for row in mix.policy_rows()}
+    rows = {row["name"]: row for row in mix.policy_rows()}
+    rows[mix.REPORT]["hold"] = ReportView.BUILD_SECONDS
+    return rows
 
 
 def warm_up(site: Site) -> None:
@@ -100,7 +104,7 @@ def soak(topology: Topology, seconds: float, out: Path) -> history.Meta:
         memory.stop()
         schedule.stop()
         schedule.join(timeout=FAULT_TIMEOUT)
-        window = float(policies["soak-report"]["window"])
+        window = float(policies[mix.REPORT]["window"])
         looks = probes.watch_leases(topology, window + LEASE_SLACK)
     finally:
         site.stop()
