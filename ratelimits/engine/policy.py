@@ -16,10 +16,10 @@ from django.conf import settings
 
 from ratelimits import validators
 from ratelimits.conf import app_settings
-from ratelimits.engine import periods
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides
+from ratelimits.engine.periods import CALENDARS, NOMINAL_WINDOW, boundaries, zone
 from ratelimits.engine.store.commands import bulk_strings
 
 #: The algorithm whose units come back when responses end (``lua/concurrency.lua``).
@@ -143,15 +143,15 @@ class CompiledPolicy:
         if algorithm == CONCURRENCY and counts != "all":
             raise ValueError("a concurrency policy counts all: it gives every slot back")
         if calendar:
-            if calendar not in periods.CALENDARS:
+            if calendar not in CALENDARS:
                 raise ValueError(
-                    f"calendar must be one of {', '.join(periods.CALENDARS)}, not {calendar!r}"
+                    f"calendar must be one of {', '.join(CALENDARS)}, not {calendar!r}"
                 )
             if algorithm not in CALENDAR_ALGORITHMS:
                 raise ValueError(f"{algorithm} has no calendar windows: use fixed_window")
             time_zone = time_zone or settings.TIME_ZONE or "UTC"
-            periods.zone(time_zone)  # an unknown name is refused here, not per request
-            window = periods.NOMINAL_WINDOW[calendar]
+            zone(time_zone)  # an unknown name is refused here, not per request
+            window = NOMINAL_WINDOW[calendar]
         else:
             time_zone = ""
         lockout = int(lockout)
@@ -335,7 +335,7 @@ def _window_slot(calendar: str, time_zone: str, window: int, lockout: int, now: 
     ``"<window_ms>"``, or a calendar period's boundaries at ``now``
     ``"<start_ms>,<end_ms>,<next_end_ms>"``; with ``"+<lockout_ms>"`` for a lockout."""
     if calendar:
-        slot = ",".join(map(str, periods.boundaries(calendar, periods.zone(time_zone), now)))
+        slot = ",".join(map(str, boundaries(calendar, zone(time_zone), now)))
     else:
         slot = str(window * 1000)
     return f"{slot}+{lockout * 1000}" if lockout else slot
