@@ -241,6 +241,14 @@ class CompiledPolicy:
             override=override,
         )
 
+    def without_lockout(self) -> CompiledPolicy:
+        """This policy without its lockout: the same key, limit and window, read by its
+        count alone (for a tool that tells a lockout's denial from the count's)."""
+        if not self.lockout:
+            return self
+        window = self.script_args[0][2].split("+")[0]  # the slot without "+<lockout_ms>"
+        return replace(self, lockout=0, script_args=self._with_window(window))
+
     def args_at(self, now: float | None = None) -> ScriptArgs:
         """:attr:`script_args` for a request at ``now`` (seconds since the epoch; ``None``:
         the worker's clock): a calendar policy's window slot holds that period's

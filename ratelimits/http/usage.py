@@ -148,25 +148,5 @@ def _resets_at(policy: CompiledPolicy, at: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(math.ceil(at), dt.UTC)
 
 
-@functools.lru_cache(maxsize=128)
-def _without_lockout(policy: CompiledPolicy) -> CompiledPolicy:
-    """``policy`` (as applied to a client) without its lockout: the same key, read by its
-    count alone."""
-    return CompiledPolicy.build(
-        name=policy.name,
-        endpoint=policy.endpoint,
-        algorithm=policy.algorithm,
-        limit=policy.limit,
-        window=policy.window,
-        key=policy.key,
-        methods=",".join(sorted(policy.methods)),
-        mode="enforce",
-        fail_open=policy.fail_open,
-        shards=policy.shards,
-        burst=policy.burst,
-        cost=policy.cost,
-        counts=policy.counts,
-        calendar=policy.calendar,
-        time_zone=policy.time_zone,
-        lockout=0,
-    )
+#: ``policy`` (as applied to a client) without its lockout, made once per policy.
+_without_lockout = functools.lru_cache(maxsize=128)(CompiledPolicy.without_lockout)

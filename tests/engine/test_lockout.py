@@ -112,3 +112,16 @@ def test_the_engine_refuses_a_lockout_it_cannot_keep(fields, message):
     values = {"algorithm": "sliding_log", "limit": 4, "window": 60, **fields}
     with pytest.raises(ValueError, match=message):
         policy(**values)
+
+
+def test_without_its_lockout_a_policy_reads_the_same_key_by_its_count_alone():
+    p = policy("sliding_log", limit=1, window=60, lockout=300)
+    unlocked = p.without_lockout()
+    assert (unlocked.lockout, unlocked.key_for(IDENTITY)) == (0, p.key_for(IDENTITY))
+    assert unlocked.script_args[0][2] == "60000"
+    start = 2_300_000_000.0
+    assert hit(p, start).allowed
+    assert not hit(p, start + 1).allowed  # locks
+    looked = limiter.decide([Check(unlocked, IDENTITY)], record=False, now=start + 70)
+    assert looked.allowed  # the count alone has room again; the lock is not read
+    assert not limiter.decide([Check(p, IDENTITY)], record=False, now=start + 70).allowed
