@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -94,10 +95,9 @@ class CompiledPolicy:
     )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "wire_args", tuple(map(bulk_strings, self.script_args)))
-        object.__setattr__(
-            self, "wire_head", tuple(bulk_strings(args[:5]) for args in self.script_args)
-        )
+        wire_args, wire_head = _wire(self.script_args)
+        object.__setattr__(self, "wire_args", wire_args)
+        object.__setattr__(self, "wire_head", wire_head)
         slot = 4 if self.algorithm == "token_bucket" else 1
         object.__setattr__(self, "capacities", tuple(int(a[slot]) for a in self.script_args))
         gives_back = self.algorithm == CONCURRENCY or self.counts != "all"
@@ -177,7 +177,7 @@ class CompiledPolicy:
             script_args=_script_args(
                 algorithm,
                 int(limit),
-                _window_slot(calendar, time_zone, int(window), lockout, time.time()),
+                _window_slot(calendar, time_zone, int(window), lockout, time.time())[0],
                 "1" if enforce else "0",
                 burst,
                 int(cost),
@@ -257,7 +257,7 @@ class CompiledPolicy:
             return self.script_args
         if now is None:
             return self.current_period()[1]
-        return self._with_window(self._window_at(now))
+        return self._with_window(self._window_at(now)[0])
 
     def current_period(
         self,
@@ -268,19 +268,13 @@ class CompiledPolicy:
         now = time.time()
         if now < held[0]:
             return held
-        window = self._window_at(now)
+        window, valid_until = self._window_at(now)
         args = self._with_window(window)
-        valid_until = int(window.split(",")[1].split("+")[0]) / 1000
-        fresh = (
-            valid_until,
-            args,
-            tuple(map(bulk_strings, args)),
-            tuple(bulk_strings(a[:5]) for a in args),
-        )
+        fresh = (valid_until, args, *_wire(args))
         self._period[0] = fresh
         return fresh
 
-    def _window_at(self, now: float) -> str:
+    def _window_at(self, now: float) -> tuple[str, float]:
         return _window_slot(self.calendar, self.time_zone, self.window, self.lockout, now)
 
     def _with_window(self, window: str) -> ScriptArgs:
@@ -338,15 +332,25 @@ class CompiledPolicy:
         return random.randrange(count) if count > 1 else 0
 
 
-def _window_slot(calendar: str, time_zone: str, window: int, lockout: int, now: float) -> str:
-    """The window slot of ``lua/decide.lua`` (see ``window_of`` in ``lua/prelude.lua``):
-    ``"<window_ms>"``, or a calendar period's boundaries at ``now``
-    ``"<start_ms>,<end_ms>,<next_end_ms>"``; with ``"+<lockout_ms>"`` for a lockout."""
+def _window_slot(
+    calendar: str, time_zone: str, window: int, lockout: int, now: float
+) -> tuple[str, float]:
+    """The window slot of ``lua/decide.lua`` (see ``window_of`` in ``lua/prelude.lua``)
+    at ``now``, and until when it holds (seconds since the epoch): ``"<window_ms>"``
+    (for ever), or a calendar period's boundaries ``"<start_ms>,<end_ms>,<next_end_ms>"``
+    (until the period's end); with ``"+<lockout_ms>"`` for a lockout."""
     if calendar:
-        slot = ",".join(map(str, boundaries(calendar, zone(time_zone), now)))
+        start, end, after = boundaries(calendar, zone(time_zone), now)
+        slot, valid_until = f"{start},{end},{after}", end / 1000
     else:
-        slot = str(window * 1000)
-    return f"{slot}+{lockout * 1000}" if lockout else slot
+        slot, valid_until = str(window * 1000), math.inf
+    return (f"{slot}+{lockout * 1000}" if lockout else slot), valid_until
+
+
+def _wire(args: ScriptArgs) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+    """``args`` as a decide call carries them, per shard: all six slots, and the five
+    before the cost (a request that spends another cost appends its own)."""
+    return tuple(map(bulk_strings, args)), tuple(bulk_strings(a[:5]) for a in args)
 
 
 def _script_args(
