@@ -255,7 +255,7 @@ def _unknown_zone(policy: str, zone: str, given: str) -> Warning:
     return Warning(
         f"The policy {policy!r} counts calendar periods in the time zone {zone!r}{where}, "
         "which this machine's time zone database does not know: it cannot be compiled "
-        "here, and the policy table cannot be built with it.",
+        "here, so the policy table leaves it out and it limits nothing.",
         hint="Install the IANA time zone database (pip install tzdata, or the system's "
         "tzdata package), or give the policy a time zone this machine knows, such as "
         "UTC, in the admin.",
