@@ -31,6 +31,7 @@ class Counts(models.TextChoices):
     ALL = "all", "Every admitted request"
     FAILURES = "failures", "Failures only (the response's status is 400 or more)"
     SUCCESSES = "successes", "Successes only (the response's status is below 400)"
+    SIGN_IN_FAILURES = "sign_in_failures", "Failed sign-ins (each failed authenticate())"
 
 
 class Calendar(models.TextChoices):
@@ -141,7 +142,23 @@ class Policy(models.Model):
         default="user_or_ip",
         validators=[validators.validate_key],
         help_text=(
-            "Who is counted: user, ip, user_or_ip, global, or header:NAME (header:X-Api-Key)."
+            "Who is counted: user, ip, user_or_ip, global, header:NAME (header:X-Api-Key), "
+            "or username (the username a sign-in attempts; failed sign-ins only). A client "
+            "can send any header value it likes: a header key counts per value only "
+            "behind a gateway that sets the header itself."
+        ),
+    )
+    ipv6_prefix = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(validators.MIN_IPV6_PREFIX),
+            MaxValueValidator(validators.MAX_IPV6_PREFIX),
+        ],
+        help_text=(
+            "IPv6 clients are counted per network of this prefix length (48: one counter "
+            "per /48, which one customer of a hosting provider often holds; 128: per "
+            "address). Blank: the IPV6_PREFIX setting (64)."
         ),
     )
     shards = models.PositiveSmallIntegerField(
@@ -172,13 +189,15 @@ class Policy(models.Model):
         ),
     )
     counts = models.CharField(
-        max_length=10,
+        max_length=20,
         choices=Counts.choices,
         default=Counts.ALL,
         help_text=(
             "Which responses spend: a request spends when admitted and gets its units back "
-            "after a response that does not count. Failures only suits a sign-in form. "
-            "A concurrency policy gives every slot back: all."
+            "after a response that does not count. Failures only suits an API's "
+            "authentication; failed sign-ins counts each failed authenticate(), as "
+            "RateLimitBackend sees it, whatever the response. A concurrency policy gives "
+            "every slot back: all."
         ),
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
@@ -258,6 +277,26 @@ class Policy(models.Model):
                 & ~Q(algorithm=Algorithm.CONCURRENCY),
                 name="ratelimits_policy_lockout_valid",
             ),
+            models.CheckConstraint(
+                condition=Q(lockout=0) | ~Q(key="global"),
+                name="ratelimits_policy_no_global_lockout",
+            ),
+            models.CheckConstraint(
+                condition=~Q(key="username") | Q(counts=Counts.SIGN_IN_FAILURES),
+                name="ratelimits_policy_username_sign_in",
+            ),
+            models.CheckConstraint(
+                condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key="user"),
+                name="ratelimits_policy_sign_in_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(ipv6_prefix__isnull=True)
+                | Q(
+                    ipv6_prefix__gte=validators.MIN_IPV6_PREFIX,
+                    ipv6_prefix__lte=validators.MAX_IPV6_PREFIX,
+                ),
+                name="ratelimits_policy_ipv6_prefix_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -301,6 +340,23 @@ class Policy(models.Model):
             )
         self._clean_calendar()
         self._clean_lockout()
+        self._clean_sign_in()
+
+    def _clean_sign_in(self) -> None:
+        if self.key == "username" and self.counts != Counts.SIGN_IN_FAILURES:
+            raise ValidationError(
+                {
+                    "key": "Only failed sign-ins have an attempted username: choose "
+                    "counts = failed sign-ins, or another key."
+                }
+            )
+        if self.counts == Counts.SIGN_IN_FAILURES and self.key == "user":
+            raise ValidationError(
+                {
+                    "key": "A failed sign-in has no user: count failed sign-ins by "
+                    "username, ip or user_or_ip."
+                }
+            )
 
     def _clean_calendar(self) -> None:
         if self.calendar and self.algorithm not in CALENDAR_ALGORITHMS:
@@ -329,6 +385,14 @@ class Policy(models.Model):
         if isinstance(self.shards, int) and self.shards > 1:
             raise ValidationError(
                 {"lockout": "A lockout needs one shard: set shards to 1, or the lockout to 0."}
+            )
+        if self.key == "global":
+            raise ValidationError(
+                {
+                    "lockout": "A global policy has one counter for everyone: one client's "
+                    "denial would lock every client out. Set the lockout to 0, or count "
+                    "per user or ip."
+                }
             )
 
     def save(self, *args: Any, **kwargs: Any) -> None:

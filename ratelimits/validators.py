@@ -16,7 +16,10 @@ MAX_LIMIT = 2**31 - 1
 MAX_SHARDS = 64
 #: The longest lockout, seconds (30 days, as the longest window).
 MAX_LOCKOUT = MAX_WINDOW
-KEY_KINDS = ("user", "ip", "user_or_ip", "global")
+#: The shortest and longest IPv6 prefix a policy may count clients by (``Policy.ipv6_prefix``).
+MIN_IPV6_PREFIX = 16
+MAX_IPV6_PREFIX = 128
+KEY_KINDS = ("user", "ip", "user_or_ip", "global", "username")
 HEADER_PREFIX = "header:"
 
 # RFC 9110 field-name: a token. Patterns end in \Z, not $, which would accept a final newline;
@@ -55,7 +58,8 @@ def validate_methods(value: str) -> None:
 
 
 def validate_key(value: str) -> None:
-    """A client key: ``user``, ``ip``, ``user_or_ip``, ``global`` or ``header:<Name>``."""
+    """A client key: ``user``, ``ip``, ``user_or_ip``, ``global``, ``username`` or
+    ``header:<Name>``."""
     if _KEY_RE.match(value or ""):
         return
     if (value or "").startswith(HEADER_PREFIX):
@@ -66,7 +70,8 @@ def validate_key(value: str) -> None:
             params={"name": value[len(HEADER_PREFIX) :]},
         )
     raise ValidationError(
-        "%(value)r is not a client key. Use user, ip, user_or_ip, global or header:<Name>.",
+        "%(value)r is not a client key. Use user, ip, user_or_ip, global, username or "
+        "header:<Name>.",
         code="invalid_key",
         params={"value": value},
     )

@@ -26,7 +26,10 @@ from ratelimits.engine.store.commands import bulk_strings
 #: The algorithm whose units come back when responses end (``lua/concurrency.lua``).
 CONCURRENCY = "concurrency"
 #: What ``counts`` may be: which responses spend a unit.
-COUNTS = ("all", "failures", "successes")
+COUNTS = ("all", "failures", "successes", "sign_in_failures")
+#: The ``counts`` of a sign-in policy: decided by ``RateLimitBackend`` in ``authenticate()``,
+#: never by the faces that decide a request.
+SIGN_IN_FAILURES = "sign_in_failures"
 #: The algorithms whose window may be a calendar period (``lua/prelude.lua``'s
 #: ``window_of``; each has ``calendar = true`` in its Lua entry).
 CALENDAR_ALGORITHMS = ("fixed_window",)
