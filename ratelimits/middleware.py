@@ -13,7 +13,10 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from ratelimits.http import afterwards, gate, headers, responses
+from ratelimits.http import afterwards, gate, headers, responses, sign_in
+
+#: The status of a response that says "too many requests".
+THROTTLED = 429
 
 
 class RateLimitMiddleware:
@@ -25,8 +28,11 @@ class RateLimitMiddleware:
     does not run. A DRF view under ``PolicyThrottle``, and a django-ninja operation under
     ``ratelimits.contrib.ninja.PolicyThrottle``, is left to that throttle: the framework
     authenticates first (a token's user, an API key, is known only then), its throttle
-    decides the same policies, and its own 429 answers. Each policy counts a request
-    once, whichever faces it meets.
+    decides the same policies, and its own 429 answers; only the policies that count
+    failures are decided here, before that authentication, so that a wrong credential
+    counts and an attempt over the limit is refused before any credential is checked.
+    Each policy counts a request once, whichever faces it meets. A sign-in that
+    ``ratelimits.backends.RateLimitBackend`` refused is answered with a 429.
 
     After the view it notes the response's status for every face below it, so policies
     that count only failures or successes, and concurrency slots, are settled when the
@@ -53,6 +59,9 @@ class RateLimitMiddleware:
         response = self.get_response(request)
         # Whichever face admitted it: its response's status decides what counts.
         afterwards.saw(request, response.status_code)
+        refused = sign_in.refusal(request)
+        if refused is not None and response.status_code != THROTTLED:
+            return responses.throttled(request, refused)
         return response
 
     async def _acall(self, request: HttpRequest) -> Any:
@@ -62,15 +71,22 @@ class RateLimitMiddleware:
             afterwards.went_away(request)
             raise
         afterwards.saw(request, response.status_code)
+        refused = sign_in.refusal(request)
+        if refused is not None and response.status_code != THROTTLED:
+            return await responses.athrottled(request, refused)
         return response
 
     def process_view(
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
-        if gate.applies_policies_itself(view_func, request.method or ""):
-            return None
-        scope, cost = gate.scope_of(view_func), gate.cost_of(view_func)
-        verdict = gate.check(request, scope, RateLimitMiddleware, cost)
+        cost = gate.cost_of(view_func)
+        delegated = gate.delegated_scope(view_func, request.method or "")
+        if delegated is None:
+            verdict = gate.check(request, gate.scope_of(view_func), RateLimitMiddleware, cost)
+        else:  # the framework's throttle decides the rest, after its authentication
+            verdict = gate.check(
+                request, delegated or None, RateLimitMiddleware, cost, before_authentication=True
+            )
         if verdict is None or verdict.allowed:
             return None
         return responses.throttled(request, verdict)
@@ -79,10 +95,16 @@ class RateLimitMiddleware:
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
         """:meth:`process_view` when the chain is async."""
-        if gate.applies_policies_itself(view_func, request.method or ""):
-            return None
-        scope, cost = gate.scope_of(view_func), gate.cost_of(view_func)
-        verdict = await gate.acheck(request, scope, RateLimitMiddleware, cost)
+        cost = gate.cost_of(view_func)
+        delegated = gate.delegated_scope(view_func, request.method or "")
+        if delegated is None:
+            verdict = await gate.acheck(
+                request, gate.scope_of(view_func), RateLimitMiddleware, cost
+            )
+        else:
+            verdict = await gate.acheck(
+                request, delegated or None, RateLimitMiddleware, cost, before_authentication=True
+            )
         if verdict is None or verdict.allowed:
             return None
         return await responses.athrottled(request, verdict)

@@ -115,27 +115,30 @@ class PolicyThrottle(BaseThrottle):
 
 
 @gate.decided_after_authentication
-def _under_policy_throttle(view_func: Any, method: str) -> bool:
-    """True when ``view_func`` is a django-ninja path whose operation for ``method`` has a
-    :class:`PolicyThrottle` (the API's, a router's or its own)."""
-    return _throttled_operations(view_func).get(method, False)
+def _under_policy_throttle(view_func: Any, method: str) -> str | None:
+    """When ``view_func`` is a django-ninja path whose operation for ``method`` has a
+    :class:`PolicyThrottle` (the API's, a router's or its own), that throttle's scope
+    (``""``: none); else ``None``."""
+    return _throttled_operations(view_func).get(method)
 
 
 @functools.lru_cache(maxsize=4096)
-def _throttled_operations(view_func: Any) -> dict[str, bool]:
-    """``{method: under a PolicyThrottle}`` for the operations behind a django-ninja view
-    (``PathView.get_view()`` closes over its ``PathView``); empty for any other view."""
+def _throttled_operations(view_func: Any) -> dict[str, str | None]:
+    """``{method: scope of its PolicyThrottle, or None}`` for the operations behind a
+    django-ninja view (``PathView.get_view()`` closes over its ``PathView``); empty for
+    any other view."""
     for cell in getattr(view_func, "__closure__", None) or ():
         try:
             path_view = cell.cell_contents
         except ValueError:  # an empty cell
             continue
         if isinstance(path_view, PathView):
-            found: dict[str, bool] = {}
+            found: dict[str, str | None] = {}
             for operation in path_view.operations:
-                throttled = any(isinstance(t, PolicyThrottle) for t in operation.throttle_objects)
+                throttles = [t for t in operation.throttle_objects if isinstance(t, PolicyThrottle)]
+                scope = (throttles[0].scope or "") if throttles else None
                 for method in operation.methods:
-                    found.setdefault(method, throttled)
+                    found.setdefault(method, scope)
             return found
     return {}
 

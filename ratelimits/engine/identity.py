@@ -18,6 +18,8 @@ user           ``a:<32 hex>``                an API client authenticated as some
                                              ``request.auth``: an API key object or
                                              string), always hashed (:func:`principal`)
 global         ``global``                    one counter for everyone
+username       ``n:<32 hex>``                the username a sign-in attempts, case-folded,
+                                             always hashed (:func:`username_identity`)
 =============  ============================  ===========================================
 
 Hashes are HMAC-SHA256 keyed from ``SECRET_KEY``, truncated to 128 bits.
@@ -131,6 +133,15 @@ def header_identity(name: str, value: str | bytes) -> str:
     return f"h:{digest(name.lower() + chr(0) + text)}"
 
 
+def username_identity(username: object) -> str | None:
+    """``n:<32 hex>``: the identity of the username a sign-in attempts, case-folded and
+    stripped (so ``Alice`` and ``alice `` share a counter, as a case-insensitive login
+    would let them), never stored readable; ``None`` for a blank one."""
+    text = username if isinstance(username, str) else "" if username is None else str(username)
+    text = text.strip().casefold()
+    return f"n:{digest('username' + chr(0) + text)}" if text else None
+
+
 def meta_key(header: str) -> str:
     """Where Django keeps a request header in ``request.META`` (``X-Api-Key`` ->
     ``HTTP_X_API_KEY``)."""
@@ -140,12 +151,13 @@ def meta_key(header: str) -> str:
 
 def is_hashed(identity: str) -> bool:
     """True for identities that are keyed hashes (header values, API principals, unusual
-    user pks)."""
-    return identity.startswith(("u#", "h:", "a:"))
+    user pks, attempted usernames)."""
+    return identity.startswith(("u#", "h:", "a:", "n:"))
 
 
 def describe(identity: str) -> str:
-    """What kind of client ``identity`` is: ``user``, ``ip``, ``header`` or ``global``."""
+    """What kind of client ``identity`` is: ``user``, ``ip``, ``header``, ``api client``,
+    ``username`` or ``global``."""
     if identity == GLOBAL:
         return "global"
     if identity.startswith(("u:", "u#")):
@@ -154,6 +166,8 @@ def describe(identity: str) -> str:
         return "header"
     if identity.startswith("a:"):
         return "api client"
+    if identity.startswith("n:"):
+        return "username"
     if identity.startswith("ip:"):
         return "ip"
     return "unknown"

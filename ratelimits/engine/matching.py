@@ -132,10 +132,18 @@ class PolicyTable:
         )
 
     def match(
-        self, *, method: str, path: str, scope: str | None = None, url_name: str | None = None
+        self,
+        *,
+        method: str,
+        path: str,
+        scope: str | None = None,
+        url_name: str | None = None,
+        sign_in: bool = False,
     ) -> list[CompiledPolicy]:
         """Policies whose endpoint is ``scope`` or ``url_name`` or matches ``path`` (names
-        first, then globs in the order of their policies' names)."""
+        first, then globs in the order of their policies' names). Sign-in policies
+        (:attr:`~ratelimits.engine.policy.CompiledPolicy.signs_in`) are matched only
+        with ``sign_in`` (``authenticate()``), and only they are then."""
         found: list[CompiledPolicy] = []
         if scope:
             found.extend(self._by_name.get(scope, ()))
@@ -155,7 +163,9 @@ class PolicyTable:
             if len(globs) > 1:
                 globs.sort(key=_FIRST)
             found.extend(policy for _, policy in globs)
-        return [p for p in found if not p.methods or method in p.methods]
+        return [
+            p for p in found if (not p.methods or method in p.methods) and p.signs_in is sign_in
+        ]
 
     def get(self, name: str) -> CompiledPolicy | None:
         return self._by_policy_name.get(name)

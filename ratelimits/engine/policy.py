@@ -90,6 +90,9 @@ class CompiledPolicy:
     #: True when an admitted request may get units back after its response: a
     #: concurrency policy, or one that does not count every response.
     gives_back: bool = field(init=False, compare=False, repr=False)
+    #: True for a sign-in policy (``counts = "sign_in_failures"``): ``RateLimitBackend``
+    #: decides it in ``authenticate()``, and the faces that decide requests never do.
+    signs_in: bool = field(init=False, compare=False, repr=False)
     #: A calendar policy's arguments for the period the worker's clock is in:
     #: ``[(valid_until, script_args, wire_args, wire_head)]``, replaced whole when the
     #: period ends (one list item, so a reader on another thread sees one period's).
@@ -105,6 +108,7 @@ class CompiledPolicy:
         object.__setattr__(self, "capacities", tuple(int(a[slot]) for a in self.script_args))
         gives_back = self.algorithm == CONCURRENCY or self.counts != "all"
         object.__setattr__(self, "gives_back", gives_back)
+        object.__setattr__(self, "signs_in", self.counts == SIGN_IN_FAILURES)
         object.__setattr__(self, "_period", [(0.0, self.script_args, (), ())])
 
     @classmethod

@@ -6,7 +6,8 @@ then take units back once the response is known (:func:`ratelimits.engine.limite
 
 - a ``concurrency`` policy, always: its units are the request's slots in progress;
 - a policy whose ``counts`` is ``failures`` (status 400 or more spends) or
-  ``successes`` (below 400), after a response that does not count.
+  ``successes`` (below 400), after a response that does not count;
+- a sign-in policy (``sign_in_failures``), after an ``authenticate()`` that did not fail.
 
 The decide call makes a :class:`Receipt` only when one of its recorded policies is of
 these kinds; every other request carries none and costs nothing more.
@@ -21,6 +22,10 @@ from ratelimits.engine.policy import CONCURRENCY, Check
 
 #: The lowest status that is a failure, for ``counts``.
 FAILURE_STATUS = 400
+#: The ``counts`` that keep the units of a failure: a response's (``failures``), or a
+#: sign-in's, whose outcome is given as :data:`FAILURE_STATUS` or below
+#: (:mod:`ratelimits.http.sign_in`).
+_COUNTING_FAILURES = ("failures", "sign_in_failures")
 
 
 @dataclass(slots=True)
@@ -48,7 +53,7 @@ class Receipt:
                 due.append(index)
             elif status is not None and policy.counts != "all":
                 failed = status >= FAILURE_STATUS
-                if failed != (policy.counts == "failures"):
+                if failed != (policy.counts in _COUNTING_FAILURES):
                     due.append(index)
         return due
 

@@ -43,7 +43,7 @@ class _Pending:
     __slots__ = ("done", "receipts", "status", "status_of")
 
     def __init__(self) -> None:
-        self.receipts: list[Receipt] = []
+        self.receipts: list[tuple[Receipt, Outcome | None]] = []
         self.status: int | None = None
         self.status_of: Callable[[], int] | None = None
         self.done = False
@@ -57,13 +57,26 @@ class _Pending:
         if status is None and self.status_of is not None:
             status = self.status_of()
         if status is None:
-            _warn_unseen(self.receipts)
+            _warn_unseen([receipt for receipt, outcome in self.receipts if outcome is None])
         _give_back_all(self.receipts, status)
 
 
-def hold(request: Any, receipt: Receipt, status_of: Callable[[], int] | None = None) -> None:
+#: What decides a receipt's give-back instead of its response's status: a sign-in's
+#: outcome (:mod:`ratelimits.http.sign_in`), read as a status.
+Outcome = Callable[[], int]
+
+
+def hold(
+    request: Any,
+    receipt: Receipt,
+    status_of: Callable[[], int] | None = None,
+    *,
+    outcome: Outcome | None = None,
+) -> None:
     """Give ``receipt`` back after ``request``'s response. ``status_of`` tells that
-    response's status when no middleware or decorator saw it (the DRF throttle's view)."""
+    response's status when no middleware or decorator saw it (the DRF throttle's view);
+    ``outcome``, when given, replaces the status for this receipt alone (a sign-in
+    attempt's, known whatever the response)."""
     http = getattr(request, "_request", request)  # Django's request under DRF's
     pending = _pending(http)
     if pending is None:
@@ -79,7 +92,7 @@ def hold(request: Any, receipt: Receipt, status_of: Callable[[], int] | None = N
 
         # An attribute of this request only: the handler adds it to the response's closers.
         http.close = close_after_giving_back
-    pending.receipts.append(receipt)
+    pending.receipts.append((receipt, outcome))
     if status_of is not None:
         pending.status_of = status_of
 
@@ -126,9 +139,9 @@ def _pending(request: Any) -> _Pending | None:
     return getattr(request, "_request", request).__dict__.get(PENDING_ATTRIBUTE)  # type: ignore[no-any-return]
 
 
-def _give_back_all(receipts: list[Receipt], status: int | None) -> None:
-    for receipt in receipts:
-        give_back(receipt, status)
+def _give_back_all(receipts: list[tuple[Receipt, Outcome | None]], status: int | None) -> None:
+    for receipt, outcome in receipts:
+        give_back(receipt, status if outcome is None else outcome())
 
 
 #: Policies already warned about (one warning per name and process).

@@ -66,6 +66,8 @@ def request_identity(
     """
     if kind == GLOBAL:
         return GLOBAL
+    if kind == "username":  # only a sign-in has one (ratelimits.http.sign_in)
+        return None
     if kind in ("user", "user_or_ip"):
         user = authenticated_user(request)
         if user is not None:

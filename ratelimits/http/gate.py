@@ -33,15 +33,33 @@ from ratelimits.signals import (
 APPLIES_POLICIES = "applies_ratelimits_policies"
 
 _USER_KINDS = frozenset(("user", "user_or_ip"))
+#: The ``counts`` decided before a framework's authentication (:func:`check`).
+_FAILURES = "failures"
 
 
-def check(request: Any, scope: str | None, sender: object, cost: Any = None) -> Verdict | None:
+def check(
+    request: Any,
+    scope: str | None,
+    sender: object,
+    cost: Any = None,
+    *,
+    before_authentication: bool = False,
+) -> Verdict | None:
     """Decide the policies ``request`` falls under that no face has decided yet;
     ``None`` when there are none. ``cost`` is the view's ``ratelimit_cost`` (see
     :func:`ratelimits.http.facts.request_cost`). A denial sends ``request_throttled``
     from ``sender``, an admission that takes a policy near its limit
-    ``request_near_limit``."""
-    policies = undecided(request, _matching(request, scope, get_table()))
+    ``request_near_limit``.
+
+    ``before_authentication`` decides only the policies that count failures, for a view
+    whose framework authenticates it later (:func:`delegated_scope`): a wrong credential
+    is then counted, and an attempt over the limit is refused before any credential is
+    checked. Such a policy counts a client as it is known before that authentication
+    (a session's user, else its address); the framework's throttle decides the rest."""
+    policies = _matching(request, scope, get_table())
+    if before_authentication:
+        policies = [policy for policy in policies if policy.counts == _FAILURES]
+    policies = undecided(request, policies)
     if not policies:
         return None
     units = facts.request_cost(cost, request)
@@ -57,11 +75,19 @@ def check(request: Any, scope: str | None, sender: object, cost: Any = None) -> 
 
 
 async def acheck(
-    request: Any, scope: str | None, sender: object, cost: Any = None
+    request: Any,
+    scope: str | None,
+    sender: object,
+    cost: Any = None,
+    *,
+    before_authentication: bool = False,
 ) -> Verdict | None:
     """:func:`check` from a coroutine: the user is loaded with ``request.auser()`` and
     the call is made on the running loop, with no thread in between."""
-    policies = undecided(request, _matching(request, scope, await aget_table()))
+    policies = _matching(request, scope, await aget_table())
+    if before_authentication:
+        policies = [policy for policy in policies if policy.counts == _FAILURES]
+    policies = undecided(request, policies)
     if not policies:
         return None
     if any(p.key_kind in _USER_KINDS or p.overrides is not None for p in policies):
@@ -122,9 +148,10 @@ def _view_attribute(view_func: Any, name: str) -> Any:
 
 
 #: Tests for views whose framework's face decides the policies itself, after the
-#: framework's own authentication: ``(view_func, method) -> bool``. A face registers its
-#: own (:func:`decided_after_authentication`); DRF's is built in.
-_FrameworkTest = Callable[[Any, str], bool]
+#: framework's own authentication: ``(view_func, method) -> scope``, where the scope is
+#: ``None`` for a view the face does not decide, else the face's scope (``""``: none). A
+#: face registers its own (:func:`decided_after_authentication`); DRF's is built in.
+_FrameworkTest = Callable[[Any, str], "str | None"]
 _after_authentication: list[_FrameworkTest] = []
 
 
@@ -140,11 +167,24 @@ def applies_policies_itself(view_func: Any, method: str) -> bool:
     """True for a view whose framework's throttle decides its policies itself, once the
     framework has authenticated the request (a token's user, or an API key, is known
     only then): a DRF view under ``PolicyThrottle``, or a registered face's view."""
+    return delegated_scope(view_func, method) is not None
+
+
+def delegated_scope(view_func: Any, method: str) -> str | None:
+    """For a view whose framework's throttle decides its policies
+    (:func:`applies_policies_itself`), the scope that throttle matches by (a DRF view's
+    ``throttle_scope``; ``""`` when it has none); ``None`` for any other view."""
     view_class = getattr(view_func, "cls", None)  # DRF's as_view() sets it
     if view_class is not None:
         throttles = getattr(view_class, "throttle_classes", ())
-        return any(getattr(throttle, APPLIES_POLICIES, False) for throttle in throttles)
-    return any(test(view_func, method) for test in _after_authentication)
+        if any(getattr(throttle, APPLIES_POLICIES, False) for throttle in throttles):
+            return getattr(view_class, "throttle_scope", None) or ""
+        return None
+    for test in _after_authentication:
+        scope = test(view_func, method)
+        if scope is not None:
+            return scope
+    return None
 
 
 def _matching(request: Any, scope: str | None, table: PolicyTable) -> list[CompiledPolicy]:

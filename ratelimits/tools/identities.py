@@ -21,20 +21,23 @@ from ratelimits.engine.identity import (
     meta_key,
     principal_identity,
     user_identity,
+    username_identity,
 )
 
-_HASHED = re.compile(r"(u#|h:|a:)[0-9a-f]{32}")
+_HASHED = re.compile(r"(u#|h:|a:|n:)[0-9a-f]{32}")
 
 IDENTITY_FORMS = (
     "user:<username>, u:<user pk>, ip:<address> (or a bare address), "
-    "header:<Name>=<value>, auth:<API client>, global, or a hashed identity as listed by `keys`"
+    "header:<Name>=<value>, auth:<API client>, username:<attempted username>, global, or a "
+    "hashed identity as listed by `keys`"
 )
 
 
 def identity_from_text(text: str) -> str:
     """The identity a person means by ``text`` (see :data:`IDENTITY_FORMS`).
 
-    ``user:alice`` looks the user up; an address is grouped like the limiter groups it
+    ``user:alice`` looks the user up; ``username:alice`` is the name a sign-in attempted,
+    whether or not such a user exists; an address is grouped like the limiter groups it
     (IPv6 to its ``IPV6_PREFIX`` network); a header value is hashed. Raises ``ValueError``
     with a readable message for anything else.
     """
@@ -50,6 +53,11 @@ def identity_from_text(text: str) -> str:
         if not name:
             raise ValueError(f"{text!r}: write an API client as auth:<what it authenticates as>.")
         return principal_identity(name)
+    if text.startswith("username:"):
+        attempted = username_identity(text.removeprefix("username:"))
+        if attempted is None:
+            raise ValueError(f"{text!r}: write an attempted username as username:<name>.")
+        return attempted
     if text.startswith("header:"):
         name, sep, value = text.removeprefix("header:").partition("=")
         if not sep or not name or not value:

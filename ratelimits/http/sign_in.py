@@ -1,0 +1,143 @@
+"""Sign-in attempts under sign-in policies (``counts = "sign_in_failures"``).
+
+Django's sign-in forms answer a wrong password with 200 and the form again, so no status
+tells a failure; Django's ``user_login_failed`` signal does. Every ``authenticate()`` that
+carries a request passes through :class:`~ratelimits.backends.RateLimitBackend` first,
+which calls :func:`attempt`: the sign-in policies matching the request (by path, URL name
+and method, as any policy) each spend a unit for the attempt, in one Redis call, before
+any password is checked. Over a limit (or in a lockout) the attempt is refused, and
+``authenticate()`` fails whatever the password. Otherwise the other backends check the
+credentials; :func:`failed` (on ``user_login_failed``) marks the attempt failed, and
+after the response every attempt that did not fail gets its units back, as a
+``counts = "failures"`` policy's request does (:mod:`ratelimits.http.afterwards`). So
+parallel guesses can never pass a limit: each spent its unit before its password was
+checked.
+
+A sign-in policy counts by the attempted username (key ``username``: case-folded and
+hashed, never stored readable), by address (``ip``, or ``user_or_ip``, which is the
+address of an anonymous request), by a header, or for everyone (``global``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from ratelimits.engine.decision import Verdict
+from ratelimits.engine.identity import username_identity
+from ratelimits.engine.limiter import adecide, decide
+from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.receipt import FAILURE_STATUS
+from ratelimits.engine.table import aget_table, get_table
+from ratelimits.http import afterwards, facts
+from ratelimits.http.headers import attach_decisions
+
+#: Where a request keeps its sign-in attempts, on Django's ``HttpRequest``.
+ATTEMPTS_ATTRIBUTE = "_ratelimits_sign_ins"
+#: The outcome given to an attempt's receipt: a failure keeps its units, anything else
+#: (read as a success) gives them back.
+_FAILED, _NOT_FAILED = FAILURE_STATUS, 200
+
+
+class _Attempt:
+    """One ``authenticate()`` under sign-in policies: its verdict, and whether it failed."""
+
+    __slots__ = ("failed", "verdict")
+
+    def __init__(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+        self.failed = False
+
+    def outcome(self) -> int:
+        return _FAILED if self.failed else _NOT_FAILED
+
+
+def attempted_username(credentials: Mapping[str, Any]) -> Any:
+    """The username a sign-in attempts: the user model's ``USERNAME_FIELD`` in the
+    credentials, else ``username``, else ``email`` (django-allauth's); ``None`` if none."""
+    for name in (get_user_model().USERNAME_FIELD, "username", "email"):
+        value = credentials.get(name)
+        if value:
+            return value
+    return None
+
+
+def attempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
+    """Spend a unit of each sign-in policy matching ``request`` for this attempt; the
+    verdict (denied: refuse the sign-in), or ``None`` when no sign-in policy applies."""
+    http = _django_request(request)
+    if http is None:
+        return None
+    checks = _checks(http, get_table().match(**_where(http), sign_in=True), credentials)
+    if not checks:
+        return None
+    return _attempted(http, decide(checks))
+
+
+async def aattempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
+    """:func:`attempt` from a coroutine, on the running loop (``aauthenticate()``)."""
+    http = _django_request(request)
+    if http is None:
+        return None
+    table = await aget_table()
+    checks = _checks(http, table.match(**_where(http), sign_in=True), credentials)
+    if not checks:
+        return None
+    return _attempted(http, await adecide(checks))
+
+
+def failed(request: Any) -> None:
+    """Note that ``request``'s sign-in failed (Django's ``user_login_failed``): its
+    attempts keep the units they spent."""
+    http = _django_request(request)
+    for made in getattr(http, ATTEMPTS_ATTRIBUTE, ()):
+        made.failed = True
+
+
+def refusal(request: Any) -> Verdict | None:
+    """The verdict that refused a sign-in of ``request``, if one was refused (the
+    middleware answers it with a 429)."""
+    for made in getattr(_django_request(request), ATTEMPTS_ATTRIBUTE, ()):
+        if not made.verdict.allowed:
+            return made.verdict  # type: ignore[no-any-return]
+    return None
+
+
+def _attempted(http: Any, verdict: Verdict) -> Verdict:
+    made = _Attempt(verdict)
+    attempts = http.__dict__.setdefault(ATTEMPTS_ATTRIBUTE, [])
+    attempts.append(made)
+    attach_decisions(http, verdict.decisions)
+    if verdict.receipt is not None:
+        afterwards.hold(http, verdict.receipt, outcome=made.outcome)
+    return verdict
+
+
+def _checks(
+    http: Any, policies: list[CompiledPolicy], credentials: Mapping[str, Any]
+) -> list[Check]:
+    if not policies:
+        return []
+    username = username_identity(attempted_username(credentials))
+
+    def identity_of(request: Any, policy: CompiledPolicy) -> str | None:
+        if policy.key_kind == "username":
+            return username
+        return facts.policy_identity(request, policy)
+
+    return facts.checks_for(http, policies, identity_of)
+
+
+def _where(http: Any) -> dict[str, Any]:
+    return {"method": http.method, "path": http.path, "url_name": facts.url_name(http)}
+
+
+def _django_request(request: Any) -> Any:
+    """Django's ``HttpRequest`` behind ``request`` (DRF's wraps one); ``None`` when
+    ``authenticate()`` was called without a request."""
+    if request is None:
+        return None
+    http = getattr(request, "_request", request)
+    return http if hasattr(http, "META") and hasattr(http, "path") else None

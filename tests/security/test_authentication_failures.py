@@ -1,0 +1,103 @@
+"""Red team: wrong credentials through DRF's and django-ninja's authentication count.
+
+Both frameworks authenticate before their throttles run, so a ``counts = failures``
+policy decided by the throttle never saw a 401: a DRF view with Basic authentication and
+an ip policy of limit 5 answered 8 wrong passwords from one address with eight 401s. Now
+``RateLimitMiddleware`` decides the failures policies of such a view before the
+framework authenticates: each wrong credential spends a unit, and the attempt over the
+limit gets a 429 before any credential is checked. Against the real Redis.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from tests.helpers import create_policy
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]
+
+
+def basic(username: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {"HTTP_AUTHORIZATION": f"Basic {token}"}
+
+
+def statuses(client: Client, url: str, n: int, **extra: Any) -> list[int]:
+    return [client.get(url, **extra).status_code for _ in range(n)]
+
+
+@pytest.fixture
+def mallory() -> User:
+    return User.objects.create_user("mallory", password="right-password")
+
+
+def test_wrong_basic_passwords_are_counted_and_then_refused_before_checking(client, mallory):
+    create_policy("api-failures", "/*", limit=5, key="ip", counts="failures")
+    wrong = basic("mallory", "guess")
+    assert statuses(client, "/basic/", 8, **wrong) == [401] * 5 + [429] * 3
+    # Over the limit, even the right password is not checked: the client is refused.
+    assert client.get("/basic/", **basic("mallory", "right-password")).status_code == 429
+
+
+def test_a_right_password_does_not_count(client, mallory):
+    create_policy("api-failures", "/*", limit=2, key="ip", counts="failures")
+    assert statuses(client, "/basic/", 5, **basic("mallory", "right-password")) == [200] * 5
+    assert statuses(client, "/basic/", 3, **basic("mallory", "guess")) == [401, 401, 429]
+
+
+def test_wrong_tokens_are_counted(client, mallory):
+    Token.objects.create(user=mallory)
+    create_policy("api-failures", "/*", limit=3, key="ip", counts="failures")
+    wrong = {"HTTP_AUTHORIZATION": "Token 0123456789abcdef0123456789abcdef01234567"}
+    assert statuses(client, "/token/", 5, **wrong) == [401] * 3 + [429] * 2
+
+
+def test_wrong_api_keys_raising_authentication_failed_are_counted(client):
+    create_policy("api-failures", "api-key", limit=3, key="ip", counts="failures")
+    assert statuses(client, "/api-key/", 5, HTTP_X_API_KEY="guess") == [403] * 3 + [429] * 2
+    # Another address has its own count.
+    other = statuses(client, "/api-key/", 1, HTTP_X_API_KEY="guess", REMOTE_ADDR="192.0.2.9")
+    assert other == [403]
+
+
+def test_wrong_ninja_api_keys_are_counted(client):
+    create_policy("api-failures", "ninja-auth:ninja_keyed", limit=3, key="ip", counts="failures")
+    assert statuses(client, "/ninja/keyed", 5, HTTP_X_API_KEY="guess") == [401] * 3 + [429] * 2
+    assert statuses(client, "/ninja/keyed", 1, HTTP_X_API_KEY="key-one") == [429]
+
+
+def test_policies_counting_every_request_stay_with_the_throttle(client, mallory, redis_client):
+    """Only failures policies move before authentication: a user policy on the same view
+    still counts the authenticated user, after DRF's authentication."""
+    create_policy("per-user", "basic", limit=2, key="user")
+    right = basic("mallory", "right-password")
+    assert statuses(client, "/basic/", 3, **right) == [200, 200, 429]
+    assert any(b"{u:" in key for key in redis_client.keys("rl:*"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_wrong_passwords_spend_exactly_the_limit(mallory):
+    """16 threads, one address, wrong Basic passwords at limit 4: exactly 4 reach DRF's
+    authentication (401), every other is refused before it (429)."""
+    create_policy("api-failures", "/*", limit=4, key="ip", counts="failures")
+    results: list[int] = []
+    start = threading.Barrier(16)
+
+    def guess() -> None:
+        client = Client()
+        start.wait()
+        results.append(client.get("/basic/", **basic("mallory", "guess")).status_code)
+
+    threads = [threading.Thread(target=guess) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(results) == [401] * 4 + [429] * 12
