@@ -28,8 +28,12 @@ DEFAULTS: dict[str, Any] = {
     "POLICY_REFRESH_INTERVAL": 1.0,
     # A worker reloads its table at least this often (seconds), even with no change seen.
     "POLICY_MAX_AGE": 60.0,
-    # Reverse proxies in front of the site that append to X-Forwarded-For.
+    # Reverse proxies in front of the site that append to X-Forwarded-For, counted from
+    # the right and believed whoever sent the header; ignored when TRUSTED_PROXIES is set.
     "NUM_PROXIES": 0,
+    # Networks of the site's proxies ("10.0.0.0/8", "127.0.0.1", "2001:db8::/32"): their
+    # X-Forwarded-For / Forwarded is read, from the right while each hop is trusted.
+    "TRUSTED_PROXIES": [],
     # IPv6 clients are grouped by this prefix length (128 = one address each).
     "IPV6_PREFIX": 64,
     # Send the IETF draft RateLimit / RateLimit-Policy response headers.

@@ -286,6 +286,7 @@ class PolicyAdmin(admin.ModelAdmin):
                     "lockout",
                     "memory_per_client",
                     "key",
+                    "ipv6_prefix",
                     "fail_open",
                     "shards",
                 )
@@ -449,7 +450,7 @@ class PolicyAdmin(admin.ModelAdmin):
         who = request.POST.get("identity") or None
         if who is not None:
             try:
-                who = identity_from_text(who)
+                who = identity_from_text(who, policy.ipv6_prefix)
             except ValueError as e:
                 self.message_user(request, str(e), messages.ERROR)
                 return HttpResponseRedirect(self._change_url(policy))

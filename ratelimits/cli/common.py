@@ -28,9 +28,10 @@ def find_policy(name: str, policies: dict[str, CompiledPolicy]) -> CompiledPolic
     raise CommandError(f"There is no policy {name!r}.{hint}")
 
 
-def parse_identity(text: str) -> str:
-    """An ``--identity`` argument as the identity in the keys (see ``IDENTITY_FORMS``)."""
+def parse_identity(text: str, ipv6_prefix: int | None = None) -> str:
+    """An ``--identity`` argument as the identity in the keys (see ``IDENTITY_FORMS``); an
+    IPv6 address grouped by ``ipv6_prefix`` (the policy's; ``None``: ``IPV6_PREFIX``)."""
     try:
-        return identity_from_text(text)
+        return identity_from_text(text, ipv6_prefix)
     except ValueError as e:
         raise CommandError(f"--identity: {e}") from None

@@ -39,7 +39,8 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
         find_policy(options["policy"], policies)
     if options["identity"] is not None and options["match"] is not None:
         raise CommandError("Give --identity or --match, not both.")
-    who = _identity(options)  # a bad --identity is refused before Redis is asked
+    # A bad --identity is refused before Redis is asked.
+    who = _identity(options, _ipv6_prefix(options["policy"], policies))
     limit = options["limit"] or None
     client = connection.get_tool_client()
     progress = output.ProgressLine(command.stderr, total=inventory.key_count(client))
@@ -162,7 +163,7 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
 
 def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
     policy = _policy_to_reset(options["policy"])
-    who = _identity(options)
+    who = _identity(options, _ipv6_prefix(policy))
     client = connection.get_tool_client()
     names = sorted(inventory.scan(client, policy=policy, identity=who), key=lambda n: n.key)
     scope = f"policy {policy}" + (f", identity {who}" if who else "")
@@ -222,9 +223,17 @@ def _lockout_note(u: inventory.KeyUsage) -> str:
     return f"locked out, {output.seconds(u.lockout.left)} left"
 
 
-def _identity(options: dict[str, Any]) -> str | None:
+def _identity(options: dict[str, Any], ipv6_prefix: int | None = None) -> str | None:
     text = options.get("identity")
-    return None if text is None else parse_identity(text)
+    return None if text is None else parse_identity(text, ipv6_prefix)
+
+
+def _ipv6_prefix(name: str | None, policies: dict[str, Any] | None = None) -> int | None:
+    """The prefix the policy ``name`` groups IPv6 clients by (``None``: ``IPV6_PREFIX``)."""
+    if name is None:
+        return None
+    policy = (inventory.known_policies() if policies is None else policies).get(name)
+    return None if policy is None else policy.ipv6_prefix
 
 
 def _key_to_inspect(options: dict[str, Any], policies: dict[str, Any]) -> keys.KeyName:
@@ -242,7 +251,7 @@ def _key_to_inspect(options: dict[str, Any], policies: dict[str, Any]) -> keys.K
     if options["policy"] is None or options["identity"] is None:
         raise CommandError("Give a KEY, or both --policy and --identity.")
     policy = find_policy(options["policy"], policies)
-    who = parse_identity(options["identity"])
+    who = parse_identity(options["identity"], policy.ipv6_prefix)
     # The client's key under the limit that applies to it (an override's may leave a
     # sharded policy fewer shards, or none).
     key = (applied(policy, who).policy or policy).key_for(who)

@@ -9,8 +9,9 @@ key            identity                      notes
 user           ``u:42``                      the user's pk; pks that are not short
                                              ``[A-Za-z0-9_-]`` (e-mails...) are hashed:
                                              ``u#<32 hex>``
-ip             ``ip:203.0.113.7``            behind ``NUM_PROXIES`` trusted proxies;
-               ``ip:2001:db8:1:2::/64``      IPv6 grouped by ``IPV6_PREFIX``
+ip             ``ip:203.0.113.7``            behind ``TRUSTED_PROXIES`` (or
+               ``ip:2001:db8:1:2::/64``      ``NUM_PROXIES``); IPv6 grouped by the
+                                             policy's ``ipv6_prefix``, else ``IPV6_PREFIX``
 header:<Name>  ``h:<32 hex>``                always hashed (keys, tokens are secrets);
                                              falls back to the IP without the header
 user           ``a:<32 hex>``                an API client authenticated as something
@@ -74,8 +75,10 @@ def user_identity(pk: Any) -> str:
     return f"u#{digest(text)}"
 
 
-def ip_identity(address: str) -> str:
-    """``ip:<address>``; IPv6 grouped to its network; anything unparsable is ``ip:unknown``."""
+def ip_identity(address: str, prefix: int | None = None) -> str:
+    """``ip:<address>``; IPv6 grouped to its network of ``prefix`` bits (``None``: the
+    ``IPV6_PREFIX`` setting; a policy's ``ipv6_prefix``); anything unparsable is
+    ``ip:unknown``."""
     if _DOTTED_QUAD.fullmatch(address):  # the usual case, without building an object
         return f"ip:{address}"
     try:
@@ -86,7 +89,8 @@ def ip_identity(address: str) -> str:
         ip = ipaddress.IPv6Address(int(ip))  # drops a scope id ("%eth0"), which is free text
         if ip.ipv4_mapped is not None:
             return f"ip:{ip.ipv4_mapped}"
-        prefix = int(app_settings.IPV6_PREFIX)
+        if prefix is None:
+            prefix = int(app_settings.IPV6_PREFIX)
         if prefix < 128:
             return f"ip:{ipaddress.IPv6Network((ip, prefix), strict=False)}"
     return f"ip:{ip}"

@@ -79,6 +79,8 @@ class CompiledPolicy:
     time_zone: str = ""
     #: Seconds every request is denied after the first one this policy denies; 0: none.
     lockout: int = 0
+    #: IPv6 clients count per network of this many bits; ``None``: ``IPV6_PREFIX``.
+    ipv6_prefix: int | None = None
     #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
     wire_args: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
     #: ``script_args`` without the last slot, cost, as bytes: a request that spends
@@ -131,6 +133,7 @@ class CompiledPolicy:
         calendar: str = "",
         time_zone: str = "",
         lockout: int = 0,
+        ipv6_prefix: int | None = None,
     ) -> CompiledPolicy:
         """The compiled policy. ``burst`` (token_bucket; ``None``: the limit) must be at
         least 1, and so must ``cost``, the units one request spends. ``counts`` is one of
@@ -140,7 +143,10 @@ class CompiledPolicy:
         name; blank: ``settings.TIME_ZONE``) instead of ``window``, which becomes the
         period's nominal length. ``lockout`` (seconds, 0: none) denies every request for
         that long after a denial; it needs one shard and an algorithm other than
-        concurrency."""
+        concurrency. ``ipv6_prefix`` (0 to 128 bits; ``None``: the ``IPV6_PREFIX`` setting)
+        groups IPv6 clients."""
+        if ipv6_prefix is not None and not 0 <= int(ipv6_prefix) <= 128:
+            raise ValueError(f"ipv6_prefix must be from 0 to 128 bits, not {ipv6_prefix}")
         if burst is not None and int(burst) < 1:
             raise ValueError(f"burst must be at least 1, not {burst}")
         if int(cost) < 1:
@@ -196,12 +202,13 @@ class CompiledPolicy:
             calendar=calendar,
             time_zone=time_zone,
             lockout=lockout,
+            ipv6_prefix=None if ipv6_prefix is None else int(ipv6_prefix),
         )
 
     @classmethod
     def from_model(cls, policy: object) -> CompiledPolicy:
         """The policy from a ``Policy`` row (``burst``, ``cost``, ``counts``, ``calendar``,
-        ``time_zone`` and ``lockout`` when it has them)."""
+        ``time_zone``, ``lockout`` and ``ipv6_prefix`` when it has them)."""
         return cls.build(
             burst=getattr(policy, "burst", None),
             cost=getattr(policy, "cost", 1) or 1,
@@ -209,6 +216,7 @@ class CompiledPolicy:
             calendar=getattr(policy, "calendar", "") or "",
             time_zone=getattr(policy, "time_zone", "") or "",
             lockout=getattr(policy, "lockout", 0) or 0,
+            ipv6_prefix=getattr(policy, "ipv6_prefix", None),
             **{
                 field: getattr(policy, field)
                 for field in (

@@ -7,12 +7,10 @@ throttle and the ``ratelimits check`` command use it; so will every other face.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ratelimits.conf import app_settings
 from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.engine.identity import (
     GLOBAL,
@@ -22,6 +20,7 @@ from ratelimits.engine.identity import (
     user_identity,
 )
 from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.http.proxies import client_ip  # every face reads the address here
 
 logger = logging.getLogger("ratelimits")
 
@@ -29,31 +28,12 @@ logger = logging.getLogger("ratelimits")
 IdentityOf = Callable[[Any, CompiledPolicy], "str | None"]
 
 
-def client_ip(meta: dict[str, Any]) -> str:
-    """The client address, trusting ``X-Forwarded-For`` only as far as ``NUM_PROXIES``.
-
-    With N trusted proxies each appending to the header, the client is the Nth address
-    from the right; whatever a client writes further left is ignored. With 0 proxies the
-    header is ignored and ``REMOTE_ADDR`` is the client.
-    """
-    remote = str(meta.get("REMOTE_ADDR") or "")
-    proxies = int(app_settings.NUM_PROXIES)
-    forwarded = meta.get("HTTP_X_FORWARDED_FOR")
-    if proxies <= 0 or not forwarded:
-        return remote
-    addresses = [part.strip() for part in str(forwarded).split(",") if part.strip()]
-    if not addresses:
-        return remote
-    candidate = addresses[-min(proxies, len(addresses))]
-    try:
-        ipaddress.ip_address(candidate)
-    except ValueError:
-        return remote
-    return candidate
-
-
 def request_identity(
-    kind: str, request: Any, header_meta_key: str | None = None, address: str | None = None
+    kind: str,
+    request: Any,
+    header_meta_key: str | None = None,
+    address: str | None = None,
+    ipv6_prefix: int | None = None,
 ) -> str | None:
     """The identity of ``request`` for a policy key kind, or ``None`` when it does not apply.
 
@@ -62,7 +42,8 @@ def request_identity(
     (:func:`authenticated_user`), else the principal in ``request.auth`` (an API key
     object or string, hashed: :func:`~ratelimits.engine.identity.principal`). A ``user``
     policy does not count anonymous requests; ``user_or_ip`` counts them by address.
-    ``address`` is the request's :func:`client_ip`, when the caller has it already.
+    ``address`` is the request's :func:`client_ip`, when the caller has it already;
+    ``ipv6_prefix`` groups an IPv6 client (``None``: the ``IPV6_PREFIX`` setting).
     """
     if kind == GLOBAL:
         return GLOBAL
@@ -79,7 +60,7 @@ def request_identity(
         value = request.META.get(header_meta_key)
         if value:
             return header_identity(header_meta_key, value)
-    return ip_identity(client_ip(request.META) if address is None else address)
+    return ip_identity(client_ip(request.META) if address is None else address, ipv6_prefix)
 
 
 def authenticated_user(request: Any) -> Any:
@@ -116,7 +97,9 @@ def url_name(request: Any) -> str | None:
 
 def policy_identity(request: Any, policy: CompiledPolicy) -> str | None:
     """Who ``request`` counts as under ``policy``."""
-    return request_identity(policy.key_kind, request, policy.header_meta_key)
+    return request_identity(
+        policy.key_kind, request, policy.header_meta_key, ipv6_prefix=policy.ipv6_prefix
+    )
 
 
 def request_cost(cost: Any, request: Any) -> int | None:
@@ -155,8 +138,8 @@ def checks_for(
     policies = list(policies)
     if not policies:
         return []
-    # Read once, for the exemption and each ip identity; from the Django request under a
-    # DRF one, without DRF's attribute proxying.
+    # Read once, for the exemption and each ip identity (grouped by each policy's IPv6
+    # prefix); from the Django request under a DRF one, without DRF's attribute proxying.
     address = client_ip(getattr(request, "_request", request).META)
     if is_exempt_address(address):
         return []
@@ -166,7 +149,9 @@ def checks_for(
     checks = []
     for policy in policies:
         if default_identity:
-            who = request_identity(policy.key_kind, request, policy.header_meta_key, address)
+            who = request_identity(
+                policy.key_kind, request, policy.header_meta_key, address, policy.ipv6_prefix
+            )
         else:
             who = identity_of(request, policy)
         if who is None:

@@ -33,13 +33,14 @@ IDENTITY_FORMS = (
 )
 
 
-def identity_from_text(text: str) -> str:
+def identity_from_text(text: str, ipv6_prefix: int | None = None) -> str:
     """The identity a person means by ``text`` (see :data:`IDENTITY_FORMS`).
 
     ``user:alice`` looks the user up; ``username:alice`` is the name a sign-in attempted,
     whether or not such a user exists; an address is grouped like the limiter groups it
-    (IPv6 to its ``IPV6_PREFIX`` network); a header value is hashed. Raises ``ValueError``
-    with a readable message for anything else.
+    (IPv6 to its network of ``ipv6_prefix`` bits: the policy's; ``None``: the
+    ``IPV6_PREFIX`` setting); a header value is hashed. Raises ``ValueError`` with a
+    readable message for anything else.
     """
     text = text.strip()
     if text in (GLOBAL, UNKNOWN_IP) or _HASHED.fullmatch(text):
@@ -70,7 +71,7 @@ def identity_from_text(text: str) -> str:
         raise ValueError(f"{text!r} is not an identity. Use {IDENTITY_FORMS}.") from None
     if "/" in address and network.num_addresses > 1 and network.version == 4:
         raise ValueError(f"{text!r}: IPv4 identities are single addresses.")
-    return ip_identity(str(network.network_address))
+    return ip_identity(str(network.network_address), ipv6_prefix)
 
 
 def find_user(username: str) -> Any:

@@ -12,19 +12,20 @@ writes the plan in one transaction, all or nothing.
 **The file is the source of truth.** A row names the whole policy: a field left out of a row
 takes the model's default (``methods`` blank, ``algorithm`` sliding_counter, ``key``
 user_or_ip, ``mode`` enforce, ``counts`` all, ``fail_open`` and ``enabled`` true,
-``calendar`` and ``time_zone`` blank: a rolling window, ``lockout`` 0: none), for a new
-policy and for an existing one alike. Leaving ``mode`` out of the row of a policy stored in
+``calendar`` and ``time_zone`` blank: a rolling window, ``lockout`` 0: none,
+``ipv6_prefix`` null: the ``IPV6_PREFIX`` setting), for a new policy and for an existing one
+alike. Leaving ``mode`` out of the row of a policy stored in
 shadow mode therefore switches it back to enforce; it does not keep the stored value, and a
 row without ``calendar`` (a file written before calendars existed) makes the policy's window
 rolling again. Only ``name``, ``endpoint``, ``limit`` and ``window`` are required, and
 ``window`` not with a ``calendar`` period, which sets it (the period's nominal length).
 
 Rows are checked strictly before the model sees them (no unknown fields, ``limit``,
-``window`` and ``lockout`` are integers and not booleans, ``fail_open`` and ``enabled`` are
-booleans, the other fields are strings), then with the model's own ``full_clean()``: the
-normalisation of
-``Policy.normalize()``, the field validators and the database check constraints. Every
-problem of every row is collected and reported in one :class:`PolicyFileError`.
+``window``, ``lockout`` and ``ipv6_prefix`` (16 to 128, or null) are integers and not
+booleans, ``fail_open`` and ``enabled`` are booleans, the other fields are strings), then
+with the model's own ``full_clean()``: the normalisation of ``Policy.normalize()``, the
+field validators and the database check constraints. Every problem of every row is
+collected and reported in one :class:`PolicyFileError`.
 
 **Overrides.** Each exported row has ``overrides``: the policy's overrides (see
 :class:`~ratelimits.models.PolicyOverride`), one mapping each, naming the client by
@@ -82,6 +83,7 @@ FIELDS: tuple[str, ...] = (
     "calendar",
     "time_zone",
     "lockout",
+    "ipv6_prefix",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
 #: A required field a row may leave out when it has another: a calendar period's window.
@@ -96,10 +98,11 @@ _OVERRIDE_VALUES: tuple[str, ...] = ("limit", "exempt", "comment")
 VERSION = 1
 
 _EXTENSIONS = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
-_INT_FIELDS = frozenset({"limit", "window", "shards", "burst", "cost", "lockout"})
+_INT_FIELDS = frozenset({"limit", "window", "shards", "burst", "cost", "lockout", "ipv6_prefix"})
 _BOOL_FIELDS = frozenset({"fail_open", "enabled"})
-#: Fields a file may set to null (a token bucket's burst: the limit).
-_NULLABLE_FIELDS = frozenset({"burst"})
+#: Fields a file may set to null (a token bucket's burst: the limit; ipv6_prefix: the
+#: IPV6_PREFIX setting).
+_NULLABLE_FIELDS = frozenset({"burst", "ipv6_prefix"})
 _STR_FIELDS = frozenset(FIELDS) - _INT_FIELDS - _BOOL_FIELDS
 
 

@@ -145,6 +145,7 @@ def test_json_dump_is_exact() -> None:
         '      "calendar": "",\n'
         '      "time_zone": "",\n'
         '      "lockout": 0,\n'
+        '      "ipv6_prefix": null,\n'
         '      "overrides": []\n'
         "    },\n"
         "    {\n"
@@ -165,6 +166,7 @@ def test_json_dump_is_exact() -> None:
         '      "calendar": "",\n'
         '      "time_zone": "",\n'
         '      "lockout": 0,\n'
+        '      "ipv6_prefix": null,\n'
         '      "overrides": []\n'
         "    }\n"
         "  ]\n"
@@ -196,6 +198,7 @@ def test_yaml_dump_is_exact() -> None:
         "  calendar: ''\n"
         "  time_zone: ''\n"
         "  lockout: 0\n"
+        "  ipv6_prefix: null\n"
         "  overrides: []\n"
         "- name: search\n"
         "  endpoint: api:search\n"
@@ -214,6 +217,7 @@ def test_yaml_dump_is_exact() -> None:
         "  calendar: ''\n"
         "  time_zone: ''\n"
         "  lockout: 0\n"
+        "  ipv6_prefix: null\n"
         "  overrides: []\n"
     )
 
@@ -245,6 +249,7 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "calendar": "",
         "time_zone": "",
         "lockout": 0,
+        "ipv6_prefix": None,
         "overrides": [],
     }
 
@@ -690,7 +695,7 @@ def test_unknown_field_is_named_with_the_known_ones() -> None:
     assert problems_of([row(limt=5)]) == [
         "row 1 (login): unknown field(s) 'limt'; the fields are name, endpoint, methods, "
         "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
-        "calendar, time_zone, lockout, overrides."
+        "calendar, time_zone, lockout, ipv6_prefix, overrides."
     ]
 
 
@@ -863,7 +868,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         "row 2 (keep): limit: Ensure this value is greater than or equal to 1.",
         "row 3 (bad-update): unknown field(s) 'colour'; the fields are name, endpoint, methods, "
         "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
-        "calendar, time_zone, lockout, overrides.",
+        "calendar, time_zone, lockout, ipv6_prefix, overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
         "global or header:<Name>.",

@@ -1,0 +1,184 @@
+"""Whom to believe about a request's client address: ``TRUSTED_PROXIES``, ``NUM_PROXIES``.
+
+- ``TRUSTED_PROXIES`` set (networks): ``X-Forwarded-For`` and ``Forwarded`` are read only
+  when ``REMOTE_ADDR`` is in a trusted network, walked from the right while each hop is
+  trusted; the first untrusted address is the client (all trusted: the leftmost). A hop
+  that is not an address stops the walk at the last address read. When a request carries
+  both headers and they name different clients, the client is unknown (``""``: the
+  ``ip:unknown`` counter, never exempt): one of them was not written by the proxies.
+  ``NUM_PROXIES`` is then ignored.
+- Else ``NUM_PROXIES`` = N > 0: the Nth ``X-Forwarded-For`` entry from the right, whoever
+  sent it (the way it always worked: right only when nothing but the proxies can reach
+  the site); ``Forwarded`` is not read.
+- Else ``REMOTE_ADDR``. While no proxy is trusted, a process notes whether its first
+  :data:`NOTICE_SAMPLE` requests come from private or loopback addresses carrying a
+  forwarding header, and logs one warning when most do: the site is behind a proxy that
+  nobody told it about, and every client shares the proxy's counter.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+from typing import Any
+
+from django.core.signals import setting_changed
+
+from ratelimits.conf import app_settings
+from ratelimits.http.forwarded import Address, forwarded_for, parse_node, walk, x_forwarded_for
+
+logger = logging.getLogger("ratelimits")
+
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+#: How many of a process's first requests the private-sender notice looks at.
+NOTICE_SAMPLE = 200
+
+
+def parse_network(entry: Any) -> _Network:
+    """One ``TRUSTED_PROXIES`` entry ("10.0.0.0/8", "127.0.0.1", "2001:db8::/32") as a
+    network; ``ValueError`` naming it when it is not one."""
+    if not isinstance(entry, str):
+        raise ValueError(f"{entry!r} is not a string such as '10.0.0.0/8'")
+    try:
+        network = ipaddress.ip_network(entry.strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"{entry!r} is not an IP address or network") from None
+    if isinstance(network, ipaddress.IPv6Network) and network.prefixlen >= 96:
+        mapped = network.network_address.ipv4_mapped
+        if mapped is not None:  # ::ffff:10.0.0.0/104: the IPv4 network, as addresses are read
+            return ipaddress.IPv4Network((mapped, network.prefixlen - 96))
+    return network
+
+
+@functools.cache
+def trusted_networks() -> tuple[_Network, ...]:
+    """The parsed ``TRUSTED_PROXIES``; entries that do not parse are left out (the system
+    checks report them as an error)."""
+    found = []
+    entries = app_settings.TRUSTED_PROXIES or ()
+    for entry in entries if isinstance(entries, list | tuple) else ():
+        try:
+            found.append(parse_network(entry))
+        except ValueError:
+            continue
+    return tuple(found)
+
+
+def is_trusted(address: Address) -> bool:
+    """True when ``address`` is in a ``TRUSTED_PROXIES`` network."""
+    return any(address in network for network in trusted_networks())
+
+
+@functools.lru_cache(maxsize=1024)
+def _trusted_sender(remote: str) -> bool:
+    """True when ``REMOTE_ADDR`` (its text, so a handful of proxies hit the cache) is in
+    a trusted network."""
+    address = parse_node(remote)
+    return address is not None and is_trusted(address)
+
+
+def client_ip(meta: dict[str, Any]) -> str:
+    """The client address of a request's ``META`` (see the module docstring); ``""`` when
+    unknown."""
+    remote = str(meta.get("REMOTE_ADDR") or "")
+    if trusted_networks():
+        return _behind_trusted_proxies(meta, remote)
+    proxies = app_settings.NUM_PROXIES
+    if proxies > 0:
+        return _by_hop_count(meta.get("HTTP_X_FORWARDED_FOR"), remote, int(proxies))
+    if _notice.open:
+        _notice.note(meta, remote)
+    return remote
+
+
+def _behind_trusted_proxies(meta: dict[str, Any], remote: str) -> str:
+    xff = meta.get("HTTP_X_FORWARDED_FOR")
+    forwarded = meta.get("HTTP_FORWARDED")
+    if not (xff or forwarded) or not _trusted_sender(remote):
+        return remote
+    found = [
+        walk(hops(str(value)), is_trusted)
+        for value, hops in ((xff, x_forwarded_for), (forwarded, forwarded_for))
+        if value
+    ]
+    if len(found) == 2 and found[0] != found[1]:
+        _warn_once_of_disagreement()
+        return ""
+    client = found[0]
+    return remote if client is None else str(client)
+
+
+def _by_hop_count(xff: Any, remote: str, proxies: int) -> str:
+    """``NUM_PROXIES``: the Nth ``X-Forwarded-For`` entry from the right, ``REMOTE_ADDR``
+    when it is not an address."""
+    if not xff:
+        return remote
+    entries = [part for part in str(xff).split(",") if part.strip()]
+    if not entries:
+        return remote
+    address = parse_node(entries[-min(proxies, len(entries))])
+    return remote if address is None else str(address)
+
+
+_disagreement_logged = False
+
+
+def _warn_once_of_disagreement() -> None:
+    global _disagreement_logged
+    if not _disagreement_logged:
+        _disagreement_logged = True
+        logger.warning(
+            "ratelimits: a request from a trusted proxy carried X-Forwarded-For and "
+            "Forwarded naming different clients; it counts as ip:unknown (one counter for "
+            "every such request). Have the proxies write one of the headers and remove "
+            'the other (nginx: proxy_set_header Forwarded "";). Logged once per process.'
+        )
+
+
+class _PrivateSenderNotice:
+    """Counts, over a process's first :data:`NOTICE_SAMPLE` requests while no proxy is
+    trusted, those from a private or loopback ``REMOTE_ADDR`` that carry a forwarding
+    header; logs one warning when they are most. Two integer increments a request while
+    open, one attribute read after (races only blur the counts)."""
+
+    def __init__(self) -> None:
+        self.open = True
+        self.seen = 0
+        self.proxied = 0
+
+    def note(self, meta: dict[str, Any], remote: str) -> None:
+        self.seen += 1
+        if meta.get("HTTP_X_FORWARDED_FOR") or meta.get("HTTP_FORWARDED"):
+            address = parse_node(remote)
+            if address is not None and (address.is_private or address.is_loopback):
+                self.proxied += 1
+        if self.seen < NOTICE_SAMPLE:
+            return
+        self.open = False
+        if 2 * self.proxied > self.seen:
+            logger.warning(
+                "ratelimits: %d of this process's first %d requests came from private or "
+                "loopback addresses with X-Forwarded-For or Forwarded, and no proxy is "
+                "trusted: every client behind that proxy shares one counter (and one "
+                "exemption). Set RATELIMITS['TRUSTED_PROXIES'] to the proxies' networks "
+                '(see docs/settings.md, "Client addresses behind proxies").',
+                self.proxied,
+                self.seen,
+            )
+
+
+_notice = _PrivateSenderNotice()
+
+
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    global _notice, _disagreement_logged
+    if setting == "RATELIMITS":
+        trusted_networks.cache_clear()
+        _trusted_sender.cache_clear()
+        _notice = _PrivateSenderNotice()
+        _disagreement_logged = False
+
+
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.http.proxies")
