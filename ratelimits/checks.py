@@ -21,6 +21,7 @@ from ratelimits.models import Policy
 THROTTLE_PATH = "ratelimits.throttling.PolicyThrottle"
 MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitHeadersMiddleware"
 LIMITER_MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitMiddleware"
+SIGN_IN_BACKEND_PATH = "ratelimits.backends.RateLimitBackend"
 DJANGO_REDIS_BACKEND = "django_redis.cache.RedisCache"
 
 _POSITIVE_NUMBERS = (
@@ -369,3 +370,64 @@ def _is_integer(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+@register(Tags.security)
+def check_sign_in_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """W020: ``RateLimitBackend`` listed after another authentication backend, which then
+    checks a password before the sign-in policies can refuse the attempt."""
+    backends = list(getattr(settings, "AUTHENTICATION_BACKENDS", ()) or ())
+    if SIGN_IN_BACKEND_PATH not in backends or backends[0] == SIGN_IN_BACKEND_PATH:
+        return []
+    return [
+        Warning(
+            f"{SIGN_IN_BACKEND_PATH} is not first in AUTHENTICATION_BACKENDS: the backends "
+            "above it check passwords before the sign-in policies are asked, so a "
+            "password is still tried, and a right one accepted, while a sign-in policy "
+            "would refuse the attempt.",
+            hint=f"Move '{SIGN_IN_BACKEND_PATH}' to the top of AUTHENTICATION_BACKENDS.",
+            id="ratelimits.W020",
+        )
+    ]
+
+
+@register(Tags.database)
+def check_sign_in_policies(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """W021: an enabled sign-in policy with no ``RateLimitBackend`` to decide it; W022: an
+    enabled failures policy while ``RateLimitMiddleware``, which counts a DRF or
+    django-ninja view's failed authentication, is not installed. Database checks."""
+    backends = list(getattr(settings, "AUTHENTICATION_BACKENDS", ()) or ())
+    middleware = list(getattr(settings, "MIDDLEWARE", ()) or ())
+    found: list[Any] = []
+    for alias in databases or ():
+        enabled = Policy.objects.using(alias).filter(enabled=True).order_by("name")
+        try:
+            sign_in = list(enabled.filter(counts="sign_in_failures").values_list("name", flat=True))
+            failures = list(enabled.filter(counts="failures").values_list("name", flat=True))
+        except DatabaseError:  # not migrated yet: migrate runs these checks first
+            continue
+        if sign_in and SIGN_IN_BACKEND_PATH not in backends:
+            found.append(
+                Warning(
+                    f"The sign-in policies {', '.join(sign_in)} count failed sign-ins, but "
+                    f"{SIGN_IN_BACKEND_PATH} is not in AUTHENTICATION_BACKENDS: nothing "
+                    "counts or refuses a sign-in.",
+                    hint=f"Put '{SIGN_IN_BACKEND_PATH}' first in AUTHENTICATION_BACKENDS.",
+                    id="ratelimits.W021",
+                )
+            )
+        if failures and LIMITER_MIDDLEWARE_PATH not in middleware:
+            found.append(
+                Warning(
+                    f"The policies {', '.join(failures)} count failures, but "
+                    "RateLimitMiddleware is not in MIDDLEWARE: DRF and django-ninja "
+                    "authenticate before their throttles run, so a wrong password, token "
+                    "or API key on their views is never counted.",
+                    hint=f"Add '{LIMITER_MIDDLEWARE_PATH}' to MIDDLEWARE, below Django's "
+                    "AuthenticationMiddleware.",
+                    id="ratelimits.W022",
+                )
+            )
+    return found
+

@@ -4,14 +4,17 @@ JSON, spending nothing (``ratelimits.urls`` mounts :class:`UsageView` as
 
 :class:`UsageView` is a DRF view, so a client is known as it authenticates to the API:
 by the classes of ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``, read at each
-request (a session and HTTP Basic by default; add ``TokenAuthentication`` there, or
-mount ``UsageView.as_view(authentication_classes=[...])`` yourself). It is under
+request (add ``TokenAuthentication`` there, or mount
+``UsageView.as_view(authentication_classes=[...])`` yourself), except HTTP Basic: a
+password is never checked here, so the endpoint cannot be used to guess one (a Basic
+caller is answered as anonymous, by its address). It is under
 :class:`~ratelimits.throttling.PolicyThrottle`, after that authentication: a policy whose
 endpoint is ``ratelimits:usage`` limits it like any other view, and
 ``RateLimitMiddleware`` leaves it to the throttle. Anyone may call it: it shows only the
 caller's numbers. :func:`usage_response` answers for any request, so another framework
 can serve the same JSON after its own authentication (a django-ninja operation with an
-API key: see docs/usage.md).
+API key: see docs/usage.md). Every answer is ``Cache-Control: private, no-store``: it
+is one client's numbers, of the moment.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import math
 from typing import Any
 
 from django.http import JsonResponse
-from rest_framework.authentication import BaseAuthentication
+from django.utils.cache import patch_cache_control
+from rest_framework.authentication import BaseAuthentication, BasicAuthentication
 from rest_framework.renderers import JSONRenderer
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
@@ -44,15 +48,18 @@ def usage_response(request: Any) -> JsonResponse:
         detail = "Rate-limit usage is unavailable: its store did not answer. Try again later."
         response = JsonResponse({"detail": detail}, status=UNAVAILABLE)
         response["Retry-After"] = str(max(1, math.ceil(float(app_settings.BREAKER_COOLDOWN))))
-        return response
-    return JsonResponse({"policies": [usage.as_json() for usage in found]})
+    else:
+        response = JsonResponse({"policies": [usage.as_json() for usage in found]})
+    patch_cache_control(response, private=True, no_store=True)
+    return response
 
 
 class UsageView(APIView):
     """GET: the caller's own usage of each policy that counts it, as JSON, spending
     nothing."""  # also the description DRF gives OPTIONS: plain words, no markup
 
-    #: ``None``: ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``, read per request.
+    #: ``None``: ``REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]``, read per request,
+    #: without HTTP Basic (a password oracle).
     authentication_classes: Any = None
     permission_classes: Any = ()
     throttle_classes = (PolicyThrottle,)
@@ -62,7 +69,11 @@ class UsageView(APIView):
     def get_authenticators(self) -> list[BaseAuthentication]:
         classes = self.authentication_classes
         if classes is None:
-            classes = api_settings.DEFAULT_AUTHENTICATION_CLASSES
+            classes = [
+                authentication
+                for authentication in api_settings.DEFAULT_AUTHENTICATION_CLASSES
+                if not issubclass(authentication, BasicAuthentication)
+            ]
         return [authentication() for authentication in classes]
 
     def get(self, request: Any) -> JsonResponse:

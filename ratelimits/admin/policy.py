@@ -34,7 +34,7 @@ DENIED_WINDOW_MINUTES = 5
 
 
 class KeyKindFilter(admin.SimpleListFilter):
-    """Who a policy counts: user, ip, user_or_ip, global, or any header."""
+    """Who a policy counts: user, ip, user_or_ip, global, username, or any header."""
 
     title = "key"
     parameter_name = "key_kind"
@@ -45,6 +45,7 @@ class KeyKindFilter(admin.SimpleListFilter):
             ("ip", "ip"),
             ("user_or_ip", "user or ip"),
             ("global", "global"),
+            ("username", "attempted username"),
             ("header", "a header"),
         ]
 

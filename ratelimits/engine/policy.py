@@ -431,7 +431,9 @@ def describe_rate(
         text += f", burst {burst}"
     if cost != 1:
         text += f", cost {cost}"
-    if counts != "all":
+    if counts == SIGN_IN_FAILURES:
+        text += ", failed sign-ins only"
+    elif counts != "all":
         text += f", {counts} only"
     if lockout:
         text += f", then locked out {describe_duration(lockout)}"

@@ -39,6 +39,11 @@ def ninja_keyed(request: HttpRequest) -> dict[str, str]:
     return {"view": "ninja keyed"}
 
 
+@ninja_api.get("/keyed-async", auth=NinjaKey())
+async def ninja_keyed_async(request: HttpRequest) -> dict[str, str]:
+    return {"view": "ninja keyed async"}
+
+
 class Basic(APIView):
     authentication_classes = [BasicAuthentication]
     permission_classes = [IsAuthenticated]

@@ -15,10 +15,12 @@ import threading
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth import aauthenticate
 from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_login_failed
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, RequestFactory
 
 from ratelimits.engine.identity import username_identity
 from tests.helpers import create_policy, run
@@ -144,6 +146,20 @@ def test_a_lockout_holds_and_a_reset_lifts_it(client, victim):
     assert "locked" in shown
     run("reset", "--policy", "sign-in-username", "--identity", "username:victim", "--yes")
     assert sign_in(client, "victim", "right-password") == 302
+
+
+def test_aauthenticate_is_refused_on_the_event_loop_too(victim):
+    per_username(limit=2)
+
+    async def attempt(password: str) -> Any:
+        request = RequestFactory().post("/accounts/login/")
+        return await aauthenticate(request, username="victim", password=password)
+
+    # A request made by hand is never closed, so its attempt keeps its unit: 2 spent.
+    assert async_to_sync(attempt)("right-password") == victim
+    assert async_to_sync(attempt)("guess") is None
+    # Over the limit: the right password is refused before it is checked.
+    assert async_to_sync(attempt)("right-password") is None
 
 
 def test_sign_in_policies_are_not_decided_by_the_other_faces(client, victim, redis_client):
