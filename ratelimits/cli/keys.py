@@ -16,6 +16,7 @@ from ratelimits.engine import identity, keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory, timing
 from ratelimits.tools.applied import Applied, applied
+from ratelimits.tools.identities import previous_identities
 
 KEY_COLUMNS = (
     "key",
@@ -98,7 +99,7 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
     policies = inventory.known_policies()
     name = _key_to_inspect(options, policies)
     client = connection.get_tool_client()
-    detail = inspection.inspect(client, name, policies)
+    detail = inspection.inspect(client, name, policies, _previous(options))
     usernames = _usernames([name.identity])
     if options["json"]:
         command.stdout.write(output.as_json(_detail_record(detail, usernames)))
@@ -165,7 +166,13 @@ def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
     policy = _policy_to_reset(options["policy"])
     who = _identity(options, _ipv6_prefix(policy))
     client = connection.get_tool_client()
-    names = sorted(inventory.scan(client, policy=policy, identity=who), key=lambda n: n.key)
+    # The client's keys, and those counted under its hash before a SECRET_KEY rotation.
+    found = {
+        name.key: name
+        for identity in (who, *_previous(options))
+        for name in inventory.scan(client, policy=policy, identity=identity)
+    }
+    names = sorted(found.values(), key=lambda n: n.key)
     scope = f"policy {policy}" + (f", identity {who}" if who else "")
     as_json = options["json"]
     locks = sum(1 for name in names if name.lock)
@@ -236,6 +243,14 @@ def _ipv6_prefix(name: str | None, policies: dict[str, Any] | None = None) -> in
     return None if policy is None else policy.ipv6_prefix
 
 
+def _previous(options: dict[str, Any]) -> tuple[str, ...]:
+    """The ``--identity``'s secret hashed under each ``SECRET_KEY_FALLBACKS`` key (an API
+    key, an API client; empty for other forms): an override stored before a rotation
+    matches one, and the client's keys counted before it are named by one."""
+    text = options.get("identity")
+    return () if text is None else previous_identities(text)
+
+
 def _key_to_inspect(options: dict[str, Any], policies: dict[str, Any]) -> keys.KeyName:
     key = options["key"]
     if key is not None:
@@ -254,7 +269,7 @@ def _key_to_inspect(options: dict[str, Any], policies: dict[str, Any]) -> keys.K
     who = parse_identity(options["identity"], policy.ipv6_prefix)
     # The client's key under the limit that applies to it (an override's may leave a
     # sharded policy fewer shards, or none).
-    key = (applied(policy, who).policy or policy).key_for(who)
+    key = (applied(policy, who, _previous(options)).policy or policy).key_for(who)
     parsed = keys.parse_key(key, app_settings.KEY_PREFIX)
     assert parsed is not None
     return parsed

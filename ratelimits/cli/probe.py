@@ -59,7 +59,11 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
         elif exempt_network:  # the throttle applies no policy to these addresses
             exempt.append((policy, who, EXEMPT_NETWORKS))
         else:
-            rule = policy.rule_for(user_key, who)
+            rule = policy.rule_for(
+                user_key,
+                who,
+                lambda p=policy: facts.previous_identities(p.key_kind, request, p.header_meta_key),
+            )
             if isinstance(rule, Exemption):
                 exempt.append((policy, who, rule.override))
             else:

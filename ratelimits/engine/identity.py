@@ -23,7 +23,9 @@ username       ``n:<32 hex>``                the username a sign-in attempts, ca
                                              always hashed (:func:`username_identity`)
 =============  ============================  ===========================================
 
-Hashes are HMAC-SHA256 keyed from ``SECRET_KEY``, truncated to 128 bits.
+Hashes are HMAC-SHA256 keyed from ``SECRET_KEY``, truncated to 128 bits. An override
+stored as such a hash under a key now in ``SECRET_KEY_FALLBACKS`` still matches
+(:mod:`ratelimits.engine.key_rotation`); counters start afresh under the new key.
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ _DOTTED_QUAD = re.compile(rf"{_OCTET}(\.{_OCTET}){{3}}")
 
 @functools.cache
 def _hash_key() -> bytes:
-    return hashlib.sha256(b"ratelimits.identity:" + str(settings.SECRET_KEY).encode()).digest()
+    return hash_key_of(settings.SECRET_KEY)
+
+
+def hash_key_of(secret: object) -> bytes:
+    """The HMAC key identities are hashed with under ``secret`` (``SECRET_KEY``, or one of
+    ``SECRET_KEY_FALLBACKS``: :mod:`ratelimits.engine.key_rotation`)."""
+    return hashlib.sha256(b"ratelimits.identity:" + str(secret).encode()).digest()
 
 
 def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
@@ -61,11 +69,13 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.identity")
 
 
-def digest(value: str | bytes) -> str:
-    """A 32-hex-digit keyed hash of ``value``; the value cannot be read back from it."""
+def digest(value: str | bytes, key: bytes | None = None) -> str:
+    """A 32-hex-digit keyed hash of ``value``; the value cannot be read back from it.
+    ``key``: another HMAC key (:func:`hash_key_of` a fallback secret); the current one by
+    default."""
     if isinstance(value, str):
         value = value.encode("utf-8", "surrogatepass")
-    return hmac.new(_hash_key(), value, hashlib.sha256).hexdigest()[:32]
+    return hmac.new(key or _hash_key(), value, hashlib.sha256).hexdigest()[:32]
 
 
 def user_identity(pk: Any) -> str:
@@ -121,9 +131,10 @@ def principal_text(auth: Any) -> str | None:
     return None
 
 
-def principal_identity(text: str) -> str:
-    """``a:<32 hex>``: the identity of the principal :func:`principal_text` named."""
-    return f"a:{digest('auth' + chr(0) + text)}"
+def principal_identity(text: str, key: bytes | None = None) -> str:
+    """``a:<32 hex>``: the identity of the principal :func:`principal_text` named (under
+    the HMAC ``key``, as :func:`digest` takes it)."""
+    return f"a:{digest('auth' + chr(0) + text, key)}"
 
 
 def principal(auth: Any) -> str | None:
@@ -132,9 +143,9 @@ def principal(auth: Any) -> str | None:
     return None if text is None else principal_identity(text)
 
 
-def header_identity(name: str, value: str | bytes) -> str:
+def header_identity(name: str, value: str | bytes, key: bytes | None = None) -> str:
     text = value if isinstance(value, str) else value.decode("latin-1")
-    return f"h:{digest(name.lower() + chr(0) + text)}"
+    return f"h:{digest(name.lower() + chr(0) + text, key)}"
 
 
 def username_identity(username: object) -> str | None:

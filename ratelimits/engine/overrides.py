@@ -5,8 +5,9 @@ loads (with the members of every group an override names), so a request only doe
 dictionary lookups. A rule is the policy with the override's limit (same key, same
 window, ``override`` naming the rule), or an :class:`Exemption`. The most specific
 rule wins: the request's user, then a group the user is in (the most generous of several),
-then its identity exactly (an address, a hashed API key), then the narrowest network
-holding it, then the policy itself.
+then its identity exactly (an address, a hashed API key; a key hashed under a
+``SECRET_KEY_FALLBACKS`` key too, :mod:`ratelimits.engine.key_rotation`), then the
+narrowest network holding it, then the policy itself.
 
 Group membership is read when the table loads (:mod:`ratelimits.policy_source`); a user
 joining or leaving an overridden group is announced like a policy edit
@@ -16,10 +17,11 @@ joining or leaving an overridden group is announced like a policy edit
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+from ratelimits.engine.key_rotation import HASHED_SECRETS
 from ratelimits.engine.override_identity import describe as describe_identity
 from ratelimits.engine.override_identity import network_of
 
@@ -47,6 +49,10 @@ _P = TypeVar("_P", bound=Limited)
 
 #: What applies to a client: a policy (maybe with an override's limit), or an exemption.
 _Rule: TypeAlias = "Limited | Exemption"
+#: The request's identity under each ``SECRET_KEY_FALLBACKS`` key, asked for only when
+#: needed (:mod:`ratelimits.engine.key_rotation`): empty when its identity is no hash of
+#: a secret, or there are no fallback keys.
+Previous: TypeAlias = "Callable[[], Iterable[str]]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +63,26 @@ class Overrides:
     groups: tuple[tuple[frozenset[str], _Rule], ...]
     identities: dict[str, _Rule]
     networks: tuple[tuple[_Network, _Rule], ...]  # narrowest first
+    #: True when an identity override is a hashed secret (an API key, an API client),
+    #: which may have been hashed under a key now in ``SECRET_KEY_FALLBACKS``.
+    hashed: bool = False
 
-    def resolve(self, policy: _P, user_key: str | None, identity: str) -> _P | None:
+    def resolve(
+        self, policy: _P, user_key: str | None, identity: str, previous: Previous | None = None
+    ) -> _P | None:
         """The policy to apply to a request by user ``user_key`` (``str(pk)``, ``None`` when
         anonymous) counted as ``identity``; ``None`` when exempt."""
-        rule = self.rule(policy, user_key, identity)
+        rule = self.rule(policy, user_key, identity, previous)
         return None if isinstance(rule, Exemption) else rule  # type: ignore[return-value]
 
-    def rule(self, policy: Limited, user_key: str | None, identity: str) -> _Rule:
-        """The rule that applies (``policy`` itself when no override names the client)."""
+    def rule(
+        self, policy: Limited, user_key: str | None, identity: str, previous: Previous | None = None
+    ) -> _Rule:
+        """The rule that applies (``policy`` itself when no override names the client).
+
+        ``previous`` gives the client's identity under each ``SECRET_KEY_FALLBACKS`` key;
+        it is called only when this policy has hashed overrides and none matched
+        ``identity``, so a hashed override stored before a key rotation still matches."""
         if user_key is not None:
             rule = self.users.get(user_key, _MISSING)
             if rule is not _MISSING:
@@ -76,6 +93,11 @@ class Overrides:
         rule = self.identities.get(identity, _MISSING)
         if rule is not _MISSING:
             return rule
+        if self.hashed and previous is not None:
+            for alias in previous():
+                rule = self.identities.get(alias, _MISSING)
+                if rule is not _MISSING:
+                    return rule
         if self.networks:
             client = network_of(identity)
             if client is not None:
@@ -117,7 +139,8 @@ def compile_rules(
     if not (users or groups or identities or networks):
         return None
     networks.sort(key=lambda item: item[0].prefixlen, reverse=True)
-    return Overrides(users, tuple(groups), identities, tuple(networks))
+    hashed = any(identity.startswith(HASHED_SECRETS) for identity in identities)
+    return Overrides(users, tuple(groups), identities, tuple(networks), hashed)
 
 
 def _rule(policy: Limited, row: Any, label: str) -> _Rule:

@@ -19,7 +19,7 @@ from ratelimits import validators
 from ratelimits.conf import app_settings
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
-from ratelimits.engine.overrides import Exemption, Overrides
+from ratelimits.engine.overrides import Exemption, Overrides, Previous
 from ratelimits.engine.periods import CALENDARS, NOMINAL_WINDOW, boundaries, zone
 from ratelimits.engine.store.commands import bulk_strings
 
@@ -142,9 +142,9 @@ class CompiledPolicy:
         of :data:`CALENDAR_ALGORITHMS`) counts in the periods of ``time_zone`` (an IANA
         name; blank: ``settings.TIME_ZONE``) instead of ``window``, which becomes the
         period's nominal length. ``lockout`` (seconds, 0: none) denies every request for
-        that long after a denial; it needs one shard and an algorithm other than
-        concurrency. ``ipv6_prefix`` (0 to 128 bits; ``None``: the ``IPV6_PREFIX`` setting)
-        groups IPv6 clients."""
+        that long after a denial; it needs one shard, an algorithm other than concurrency
+        and a key other than ``global``. ``ipv6_prefix`` (0 to 128 bits; ``None``: the
+        ``IPV6_PREFIX`` setting) groups IPv6 clients."""
         if ipv6_prefix is not None and not 0 <= int(ipv6_prefix) <= 128:
             raise ValueError(f"ipv6_prefix must be from 0 to 128 bits, not {ipv6_prefix}")
         if burst is not None and int(burst) < 1:
@@ -172,6 +172,11 @@ class CompiledPolicy:
             raise ValueError(f"lockout must be 0 (none) or more seconds, not {lockout}")
         if lockout and (algorithm == CONCURRENCY or int(shards) > 1):
             raise ValueError("a lockout needs one shard and an algorithm other than concurrency")
+        if lockout and key == "global":
+            raise ValueError(
+                "a global policy has no lockout: it has one counter for everyone, so one "
+                "client's denial would lock every client out"
+            )
         header = validators.header_name(key)
         enforce = mode == "enforce"
         burst = None if burst is None else int(burst)
@@ -295,18 +300,24 @@ class CompiledPolicy:
     def _with_window(self, window: str) -> ScriptArgs:
         return tuple((a[0], a[1], window, a[3], a[4], a[5]) for a in self.script_args)
 
-    def for_client(self, user_key: str | None, identity: str) -> CompiledPolicy | None:
-        """The policy as it applies to this client after overrides; ``None`` when exempt."""
+    def for_client(
+        self, user_key: str | None, identity: str, previous: Previous | None = None
+    ) -> CompiledPolicy | None:
+        """The policy as it applies to this client after overrides; ``None`` when exempt.
+        ``previous``: the client's identity under each ``SECRET_KEY_FALLBACKS`` key, when
+        asked (see :meth:`~ratelimits.engine.overrides.Overrides.rule`)."""
         if self.overrides is None:
             return self
-        return self.overrides.resolve(self, user_key, identity)
+        return self.overrides.resolve(self, user_key, identity, previous)
 
-    def rule_for(self, user_key: str | None, identity: str) -> CompiledPolicy | Exemption:
+    def rule_for(
+        self, user_key: str | None, identity: str, previous: Previous | None = None
+    ) -> CompiledPolicy | Exemption:
         """Like :meth:`for_client`, but an exemption is an :class:`~ratelimits.engine.overrides.
         Exemption` naming the override (for tools that show which rule applied)."""
         if self.overrides is None:
             return self
-        return self.overrides.rule(self, user_key, identity)
+        return self.overrides.rule(self, user_key, identity, previous)
 
     @property
     def is_path_pattern(self) -> bool:

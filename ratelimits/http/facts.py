@@ -7,16 +7,19 @@ throttle and the ``ratelimits check`` command use it; so will every other face.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ratelimits.engine import key_rotation
 from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.engine.identity import (
     GLOBAL,
     header_identity,
     ip_identity,
     principal,
+    principal_text,
     user_identity,
 )
 from ratelimits.engine.policy import Check, CompiledPolicy
@@ -61,6 +64,22 @@ def request_identity(
         if value:
             return header_identity(header_meta_key, value)
     return ip_identity(client_ip(request.META) if address is None else address, ipv6_prefix)
+
+
+def previous_identities(kind: str, request: Any, header_meta_key: str | None) -> tuple[str, ...]:
+    """``request``'s identity under each ``SECRET_KEY_FALLBACKS`` key, when it is a hash of a
+    secret (a header's value, an API client's principal); empty otherwise, or with no
+    fallback keys. An override stored before a key rotation matches one of them
+    (:mod:`ratelimits.engine.key_rotation`); asked only on a miss among hashed overrides."""
+    if not key_rotation.fallback_keys():
+        return ()
+    if kind == "header" and header_meta_key:
+        value = request.META.get(header_meta_key)
+        return key_rotation.header_identities(header_meta_key, value) if value else ()
+    if kind in ("user", "user_or_ip") and authenticated_user(request) is None:
+        text = principal_text(getattr(request, "auth", None))
+        return () if text is None else key_rotation.principal_identities(text)
+    return ()
 
 
 def authenticated_user(request: Any) -> Any:
@@ -156,7 +175,17 @@ def checks_for(
             who = identity_of(request, policy)
         if who is None:
             continue
-        applied = policy.for_client(user, who) if overridden else policy
+        applied = (
+            policy.for_client(
+                user,
+                who,
+                functools.partial(
+                    previous_identities, policy.key_kind, request, policy.header_meta_key
+                ),
+            )
+            if overridden
+            else policy
+        )
         if applied is not None:  # None: an override exempts this client
             checks.append(Check(applied, who, applied.pick_shard(), cost))
     return checks

@@ -17,7 +17,7 @@ shows the rule the key's identity gets.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ratelimits.engine.exemptions import is_exempt_address
@@ -54,12 +54,15 @@ class Applied:
         return f"exempt ({self.override})" if self.exempt else self.override
 
 
-def applied(policy: CompiledPolicy, identity: str) -> Applied:
+def applied(policy: CompiledPolicy, identity: str, previous: Sequence[str] = ()) -> Applied:
     """What applies to the client counted as ``identity`` under ``policy`` (a policy with
-    its overrides attached: :func:`with_overrides`)."""
+    its overrides attached: :func:`with_overrides`). ``previous``: the client's identity
+    under each ``SECRET_KEY_FALLBACKS`` key, when the tool has its secret
+    (:func:`ratelimits.tools.identities.previous_identities`), so an override hashed
+    before a key rotation applies as on the request path."""
     if identity.startswith("ip:") and is_exempt_address(identity[3:]):
         return Applied(None, EXEMPT_NETWORKS)
-    rule = policy.rule_for(user_key_of(policy, identity), identity)
+    rule = policy.rule_for(user_key_of(policy, identity), identity, lambda: previous)
     if isinstance(rule, Exemption):
         return Applied(None, rule.override)
     return Applied(rule, rule.override)

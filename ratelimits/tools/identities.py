@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from ratelimits.engine import key_rotation
 from ratelimits.engine.identity import (
     GLOBAL,
     UNKNOWN_IP,
@@ -81,3 +82,19 @@ def find_user(username: str) -> Any:
         return model._default_manager.get_by_natural_key(username)
     except model.DoesNotExist:
         raise ValueError(f"There is no user {username!r}.") from None
+
+
+def previous_identities(text: str) -> tuple[str, ...]:
+    """What the secret in ``text`` (``header:<Name>=<value>``, ``auth:<API client>``) was
+    hashed to under each ``SECRET_KEY_FALLBACKS`` key: the identities an override stored
+    before a key rotation holds, and the keys counted before it. Empty for any other form,
+    or without fallback keys (see :mod:`ratelimits.engine.key_rotation`)."""
+    text = text.strip()
+    if text.startswith("auth:"):
+        name = text.removeprefix("auth:").strip()
+        return key_rotation.principal_identities(name) if name else ()
+    if text.startswith("header:"):
+        name, sep, value = text.removeprefix("header:").partition("=")
+        if sep and name and value:
+            return key_rotation.header_identities(meta_key(name), value)
+    return ()

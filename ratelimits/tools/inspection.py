@@ -12,6 +12,7 @@ read as such: when it ends.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -67,9 +68,16 @@ class KeyDetail:
     next_reset: NextReset | None = None
 
 
-def inspect(client: Client, name: keys.KeyName, policies: dict[str, CompiledPolicy]) -> KeyDetail:
-    """Read ``name``'s state without changing it."""
-    check, rule, note = policy_check(name, policies)
+def inspect(
+    client: Client,
+    name: keys.KeyName,
+    policies: dict[str, CompiledPolicy],
+    previous: Sequence[str] = (),
+) -> KeyDetail:
+    """Read ``name``'s state without changing it. ``previous``: its client's identity
+    under each ``SECRET_KEY_FALLBACKS`` key, when known (an override hashed before a key
+    rotation then applies, as on the request path)."""
+    check, rule, note = policy_check(name, policies, previous)
     # The transaction runs on the key's server (on a cluster, the node holding its slot).
     pipe = connection.node_client(client, name.key).pipeline(transaction=True)
     pipe.time()

@@ -15,7 +15,7 @@ lockout's key stands for when the counts have expired before the lockout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,11 +213,12 @@ def by_node(client: Client, items: list, *, key: Callable[[Any], str]) -> dict[A
 
 
 def policy_check(
-    name: keys.KeyName, policies: dict[str, CompiledPolicy]
+    name: keys.KeyName, policies: dict[str, CompiledPolicy], previous: Sequence[str] = ()
 ) -> tuple[limiter.Check | None, Applied | None, str]:
     """The check that reads ``name`` as the request path would for its client (under the
     override that applies to it), what applies to the client, and why there is no check
-    when there is none (an exempt client has no check and no note)."""
+    when there is none (an exempt client has no check and no note). ``previous``: the
+    client's identity under each ``SECRET_KEY_FALLBACKS`` key (see :func:`applied`)."""
     policy = policies.get(name.policy)
     if policy is None:
         return None, None, missing_policy_note(name.policy, policies)
@@ -225,7 +226,7 @@ def policy_check(
         return None, None, "" if policy.lockout else "left over: the policy has no lockout now"
     if policy.algorithm != name.algorithm:
         return None, None, f"left over: the policy now uses {policy.algorithm}"
-    rule = applied(policy, name.identity)
+    rule = applied(policy, name.identity, previous)
     if rule.policy is None:
         return None, rule, ""
     shards = rule.policy.shards  # an override's lower limit may leave fewer shards
