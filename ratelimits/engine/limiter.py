@@ -33,7 +33,7 @@ from ratelimits.engine.near_limit import crossed as crossed_near_limit
 from ratelimits.engine.policy import Check
 from ratelimits.engine.receipt import Receipt, receipt_of
 from ratelimits.engine.reporting import report
-from ratelimits.engine.store import async_caller, caller, commands, connection, scripts
+from ratelimits.engine.store import async_caller, caller, commands, connection, errors, scripts
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store.commands import bulk_strings
 from ratelimits.engine.store.connection import Client
@@ -154,7 +154,9 @@ class _Request:
         """The fail verdict after ``error``; errors that are not Redis's are raised."""
         if isinstance(error, _ServerFailed):
             cause = error.error
-            if _is_outage(cause):
+            if errors.is_pool_busy(cause):  # our side, not the server: not counted
+                breakers.pool_busy(cause)
+            elif _is_outage(cause):  # logged once, by the breaker when it opens
                 error.guard.failure(cause)
             else:
                 logger.error("ratelimits: the decide script failed for %s: %s", error.key, cause)
@@ -202,6 +204,11 @@ def queue_decide(
 
 class _BreakerOpen(Exception):
     """A server the request needs is skipped by its open circuit breaker."""
+
+
+class _Counted(Exception):
+    """A give-back failed on a server whose breaker is open now (or on a busy pool):
+    logged by the breaker already, not once more per give-back."""
 
 
 class _ServerFailed(Exception):
@@ -287,34 +294,39 @@ def _slot_groups(client: Client, checks: Sequence[Check]) -> list[list[int]]:
 
 
 def _is_outage(error: Exception) -> bool:
-    """True when ``error`` says the server cannot decide (unreachable, slow, a replica
-    after a failover, a cluster without the slot), which its breaker counts; False when
-    the script failed on these keys (say, a foreign value)."""
-    return not isinstance(error, redis.ResponseError) or isinstance(
-        error, (redis.exceptions.ReadOnlyError, redis.exceptions.ClusterDownError)
-    )
+    """True when ``error`` says the server cannot decide (unreachable, slow, full, busy,
+    loading, a replica after a failover, a cluster without the slot: see
+    :func:`errors.is_outage`), which its breaker counts; False when the script failed on
+    these keys (say, a foreign value), or no connection of ours was free."""
+    return errors.is_outage(error)
 
 
-def _guard(checks: Sequence[Check], client: Client) -> breakers.CircuitBreaker:
+def _guard(
+    checks: Sequence[Check], client: Client, *, record: bool = True
+) -> breakers.CircuitBreaker:
     """The circuit breaker of the server the call for ``checks`` goes to; raises
-    :class:`_BreakerOpen` when it skips that server."""
+    :class:`_BreakerOpen` when it skips that server (a look that records nothing never
+    takes an open breaker's try: its success would not show that Redis takes writes)."""
     if connection.is_cluster(client):
         guard = connection.breaker_for(client, checks[0].key)
     else:  # one server, one breaker: no key to compute
         guard = breakers.breaker
-    if not guard.allow():
+    if not (guard.allow() if record else guard.allow_read()):
         raise _BreakerOpen
     return guard
 
 
 def _call(checks: Sequence[Check], client: Client, record: bool, now: float | None) -> list[int]:
     """One call for ``checks`` (all in one hash slot), through its server's breaker."""
-    guard = _guard(checks, client)
+    guard = _guard(checks, client, record=record)
     try:
         reply = _run(checks, client, record=record, now=now)
     except connection.REDIS_ERRORS as e:
         raise _ServerFailed(guard, checks[0].key, e) from e
-    guard.success()
+    if record:
+        guard.success()
+    else:  # a look: Redis answered a call that wrote nothing
+        guard.read_success()
     return reply
 
 
@@ -322,12 +334,15 @@ async def _acall(
     checks: Sequence[Check], client: Client, record: bool, now: float | None
 ) -> list[int]:
     """:func:`_call` from a coroutine."""
-    guard = _guard(checks, client)
+    guard = _guard(checks, client, record=record)
     try:
         reply = await _arun(checks, client, record=record, now=now)
     except connection.REDIS_ERRORS as e:
         raise _ServerFailed(guard, checks[0].key, e) from e
-    guard.success()
+    if record:
+        guard.success()
+    else:  # a look: Redis answered a call that wrote nothing
+        guard.read_success()
     return reply
 
 
@@ -444,6 +459,8 @@ def give_back(receipt: Receipt, status: int | None) -> None:
             _give_back_group(receipt, group, client)
     except _BreakerOpen:  # Redis is known to be down: the breaker said so already
         logger.debug("ratelimits: the breaker is open; nothing given back")
+    except _Counted as counted:  # the breaker is open: it logged its opening once
+        logger.debug("ratelimits: nothing given back: %s", counted)
     except Exception as error:  # the response is sent: nothing may reach the client
         logger.warning(
             "ratelimits: could not give back %s: %s; the units stay spent until they "
@@ -468,8 +485,13 @@ def _give_back_group(receipt: Receipt, group: list[int], client: Client) -> None
     try:
         _send(client, keys, call, lambda: args)
     except connection.REDIS_ERRORS as error:
+        if errors.is_pool_busy(error):
+            breakers.pool_busy(error)
+            raise _Counted(error) from error
         if _is_outage(error):
             guard.failure(error)
+            if guard.is_open:  # one line when it opened, none per give-back after
+                raise _Counted(error) from error
         raise
     guard.success()
 

@@ -59,7 +59,7 @@ import redis
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import ALL_OUTCOMES, NEAR_LIMIT, Outcomes, Verdict, outcomes
 from ratelimits.engine.store import breaker as breakers
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
@@ -158,11 +158,13 @@ def _flush(now: float) -> bool:
         _put_back(batch, generation, now)
         return False
     retry: Counter[_Entry] = Counter()
-    read_only: redis.exceptions.ReadOnlyError | None = None
+    refused: Exception | None = None
     for ((minute, policy, what), n), reply in zip(entries, replies, strict=False):
-        if isinstance(reply, redis.exceptions.ReadOnlyError):  # a replica after a failover
+        if isinstance(reply, Exception) and errors.code_of(reply) is not None:
+            # Refused for now, not for these keys (a replica after a failover, a full
+            # or busy server): kept and sent again, the breaker told once.
             retry[(minute, policy, what)] = n
-            read_only = reply
+            refused = reply
         elif isinstance(reply, Exception):
             logger.error(
                 "ratelimits: could not count %s %s at %s (%s); %d dropped.",
@@ -172,8 +174,8 @@ def _flush(now: float) -> bool:
                 reply,
                 n,
             )
-    if read_only is not None:
-        breaker.failure(read_only)
+    if refused is not None:
+        breaker.failure(refused)
         _put_back(retry, generation, now)
         return False
     breaker.success()

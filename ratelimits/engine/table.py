@@ -382,17 +382,21 @@ def _read_version(known: bytes | None) -> bytes | None:
         breakers.breaker.failure(e)
         return known
     guard = connection.breaker_for(client, key)
-    if not guard.allow():
+    if not guard.allow_read():  # an open breaker's try is a decide call's
         return known
     try:
         version = client.get(key)
-        if version is None:
+        wrote = version is None
+        if wrote:
             client.set(key, uuid.uuid4().hex, nx=True)
             version = client.get(key)
     except connection.REDIS_ERRORS as e:
         guard.failure(e)
         return known
-    guard.success()
+    if wrote:
+        guard.success()
+    else:  # a read answered: not proof that Redis takes writes (a full one reads)
+        guard.read_success()
     return version
 
 

@@ -6,8 +6,10 @@ the code, the same mode per server (a server found without Functions is called b
 ``EVALSHA`` from both paths). Only the sending differs: coroutines of one event loop
 share at most :data:`MAX_CONNECTIONS` connections to a server, each call taking one for
 the length of its exchange, so concurrent requests never interleave on a socket. A call
-that finds them all busy waits for one, at most the socket timeout, and then fails like
-a slow server (the policy's fail mode).
+that finds them all busy waits for one, at most the socket timeout, and then fails with
+:class:`~ratelimits.engine.store.errors.PoolBusy`: the policy's fail mode, but not a
+failure of the server (the breaker does not count it; the calls holding the connections
+meet the server's own timeout if it is the one that is slow).
 
 The connections are made from the sync pool's settings (host, port, database,
 credentials, TLS and the short timeouts); a Sentinel-managed pool's primary is looked up
@@ -29,7 +31,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.sentinel import SentinelConnectionPool
 
-from ratelimits.engine.store import caller, commands
+from ratelimits.engine.store import caller, commands, errors
 from ratelimits.engine.store.commands import DecideCall, Recovery
 
 logger = logging.getLogger("ratelimits")
@@ -98,7 +100,9 @@ class AsyncCaller:
                 return await self._exchange(connection, call)
             try:
                 return await self._exchange(connection, call)
-            except (redis.ConnectionError, redis.exceptions.ReadOnlyError):
+            except (redis.ConnectionError, redis.ResponseError) as error:
+                if not isinstance(error, redis.ConnectionError) and not _read_only(error):
+                    raise
                 # Closed while idle (a restart, a failover's killed clients), or a replica
                 # now: once more, on a new connection (to the primary of the moment, under
                 # Sentinel; reconnecting this one would reach the same server).
@@ -135,7 +139,7 @@ class AsyncCaller:
                 found = await asyncio.wait_for(free.get(), self._wait)
             except TimeoutError:
                 message = f"all {MAX_CONNECTIONS} connections to Redis stayed busy {self._wait} s"
-                raise redis.TimeoutError(message) from None
+                raise errors.PoolBusy(message) from None
         if found is None:
             try:
                 found = await self._make()  # type: ignore[misc]
@@ -160,13 +164,18 @@ class AsyncCaller:
                 self.shared.switch_mode(found, error)
                 return reply
         except redis.ResponseError as error:
-            if isinstance(error, redis.exceptions.ReadOnlyError):
+            if _read_only(error):
                 # A replica now (a Sentinel failover): the next call looks up the primary.
                 await connection.disconnect(nowait=True)
             raise  # otherwise read whole: the connection is clean
         except BaseException:
             await connection.disconnect(nowait=True)
             raise
+
+
+def _read_only(error: redis.ResponseError) -> bool:
+    """A replica's refusal: ``ReadOnlyError``, or Redis 6.2's script error around one."""
+    return errors.code_of(error) == "READONLY"
 
 
 async def _drive(connection: aconnection.AbstractConnection, plan: Recovery) -> tuple[Any, str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from ratelimits.engine.store import scripts
+from ratelimits.engine.store import errors, scripts
 
 #: Redis 7+: the library is loaded once (``FUNCTION LOAD``), each request is an ``FCALL``.
 FUNCTION = "function"
@@ -96,7 +96,10 @@ def recover(call: DecideCall, mode: str, error: ResponseError) -> Recovery:
     code being missing (a script error, a read-only replica, a cluster redirection).
 
     - The function is not there (``FUNCTION FLUSH``, a restart, a fresh server): load
-      the library and call again; flushed again in between, run the source.
+      the library and call again; flushed again in between, run the source. A load the
+      server refuses for now (full, busy, loading, a replica: see
+      :mod:`ratelimits.engine.store.errors`) is raised: it does not mean the server has
+      no Functions, and the next call loads it again.
     - The server has no Functions (before Redis 7), or refuses to load them (an ACL, a
       managed service): from now on the script, starting with its source.
     - The script is not cached (``SCRIPT FLUSH``, a restart): run the source, which
@@ -105,6 +108,8 @@ def recover(call: DecideCall, mode: str, error: ResponseError) -> Recovery:
     message = str(error)
     if mode == FUNCTION and _is_missing_function(message):
         loaded = yield load_library()
+        if isinstance(loaded, ResponseError) and errors.code_of(loaded) is not None:
+            raise loaded
         if isinstance(loaded, ResponseError) and "already exists" not in str(loaded):
             return (yield from _run_source(call)), SCRIPT
         reply = yield packed(FUNCTION, call)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from redis.connection import PythonRespSerializer
-from redis.exceptions import NoScriptError, ReadOnlyError, ResponseError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ReadOnlyError, ResponseError
 
 from ratelimits.engine.store import commands, scripts
 from ratelimits.engine.store.commands import FUNCTION, SCRIPT
@@ -84,6 +84,23 @@ def test_a_refused_load_switches_to_the_script():
     sent, result = play(plan, [refused, [1, 2]])
     assert sent[1] == commands.with_source(call())
     assert result == ([1, 2], SCRIPT)
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+        ResponseError("BUSY Redis is busy running a script. You can only call SCRIPT KILL"),
+        ReadOnlyError("You can't write against a read only replica."),
+    ],
+)
+def test_a_load_refused_for_now_is_raised_not_taken_for_a_server_without_functions(refusal):
+    """A full, busy or replica server refuses FUNCTION LOAD as it refuses the call: it has
+    Functions, and must not be called by EVALSHA for good after it recovers."""
+    plan = commands.recover(call(), FUNCTION, ResponseError("Function not found"))
+    assert next(plan) == commands.load_library()
+    with pytest.raises(type(refusal)):
+        plan.send(refusal)
 
 
 def test_a_server_without_functions_switches_to_the_script():
