@@ -40,6 +40,13 @@ MIDDLEWARE = [
     "ratelimits.middleware.RateLimitMiddleware",
 ]
 
+# Sign-in protection first: it refuses a sign-in over a sign-in policy's limit before any
+# password is checked (docs/sign-in.md).
+AUTHENTICATION_BACKENDS = [
+    "ratelimits.backends.RateLimitBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
 ROOT_URLCONF = "project.urls"
 WSGI_APPLICATION = "project.wsgi.application"
 

@@ -60,6 +60,32 @@ DEMO_POLICIES = [
         "fail_open": False,
     },
     {
+        # Every sign-in anywhere (the admin, /accounts/login/, /api/login/, DRF's Basic
+        # authentication): 5 failed sign-ins per username in 15 minutes, from any number
+        # of addresses, then that username is locked out for 15 minutes (the right
+        # password too). Decided by ratelimits.backends.RateLimitBackend.
+        "name": "signin-username",
+        "endpoint": "*",
+        "algorithm": "sliding_log",
+        "limit": 5,
+        "window": 15 * 60,
+        "key": "username",
+        "counts": "sign_in_failures",
+        "lockout": 15 * 60,
+        "fail_open": False,
+    },
+    {
+        # ... and 20 failed sign-ins per address in 15 minutes, whatever the usernames.
+        "name": "signin-address",
+        "endpoint": "*",
+        "algorithm": "sliding_log",
+        "limit": 20,
+        "window": 15 * 60,
+        "key": "ip",
+        "counts": "sign_in_failures",
+        "fail_open": False,
+    },
+    {
         "name": "hello",
         "endpoint": "hello",
         "algorithm": "compact_log",

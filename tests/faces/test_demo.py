@@ -29,7 +29,7 @@ def demo_policies() -> None:
 def test_djangos_login_view_locks_an_address_out_after_five_failures(client, demo_policies):
     """signin counts failed sign-ins (the form again, with its error and a 400); the
     attempt after the fifth is denied and locks the address out for 15 minutes, a
-    correct password too."""
+    correct password too; signin-username locks the username out from every address."""
     User.objects.create_user(SIGN_IN["username"], password=SIGN_IN["password"])
     wrong = {**SIGN_IN, "password": "wrong"}
     assert client.post("/accounts/login/", SIGN_IN).status_code == 302  # not counted
@@ -39,9 +39,13 @@ def test_djangos_login_view_locks_an_address_out_after_five_failures(client, dem
     assert locked.status_code == 429
     assert 898 <= int(locked["Retry-After"]) <= 900
     assert client.get("/accounts/login/").status_code == 200  # GET is not under signin
-    # Another address still signs in.
-    other = client.post("/accounts/login/", wrong, REMOTE_ADDR="198.51.100.4")
+    # Another address gets its own count for another username...
+    stranger = {"username": "stranger", "password": "wrong"}
+    other = client.post("/accounts/login/", stranger, REMOTE_ADDR="198.51.100.4")
     assert other.status_code == 400
+    # ... but the username itself is locked out from every address (signin-username).
+    other = client.post("/accounts/login/", SIGN_IN, REMOTE_ADDR="198.51.100.4")
+    assert other.status_code == 429
 
 
 def test_the_search_has_a_monthly_quota(client, demo_policies):
@@ -106,8 +110,12 @@ def test_the_api_login_counts_failed_sign_ins_only(client, reader):
     assert client.post("/api/login/", wrong).status_code == 400  # the fifth failure
     assert client.post("/api/login/", SIGN_IN).status_code == 429
     assert client.post("/api/login/", wrong).status_code == 429
-    # Another address still signs in.
-    assert client.post("/api/login/", SIGN_IN, REMOTE_ADDR="198.51.100.4").status_code == 200
+    # The username has spent its five failures (signin-username): from any address it
+    # is refused now, while another account signs in from there.
+    assert client.post("/api/login/", SIGN_IN, REMOTE_ADDR="198.51.100.4").status_code == 429
+    User.objects.create_user("writer", password="demo-password-2")
+    writer = {"username": "writer", "password": "demo-password-2"}
+    assert client.post("/api/login/", writer, REMOTE_ADDR="198.51.100.4").status_code == 200
 
 
 def test_the_report_takes_two_at_once_per_client(client, demo_policies):
