@@ -33,6 +33,7 @@ from ratelimits.engine.near_limit import crossed as crossed_near_limit
 from ratelimits.engine.policy import Check
 from ratelimits.engine.receipt import Receipt, receipt_of
 from ratelimits.engine.reporting import report
+from ratelimits.engine.shadow_log import shadow_log
 from ratelimits.engine.store import async_caller, caller, commands, connection, errors, scripts
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store.commands import bulk_strings
@@ -597,12 +598,5 @@ def _report(verdict: Verdict, started: float, source: str) -> None:
     answered from ``source`` (see :data:`ratelimits.engine.reporting.SOURCES`)."""
     report(verdict, time.perf_counter() - started, source)
     for decision in verdict.decisions:
-        if decision.shadow_denied:
-            logger.info(
-                "ratelimits: shadow policy %s would deny %s (%.0f of %d per %d s); let through.",
-                decision.policy,
-                decision.identity,
-                decision.count,
-                decision.limit,
-                decision.window,
-            )
+        if decision.shadow_denied:  # logged once per client and window
+            shadow_log.would_deny(decision)
