@@ -39,6 +39,7 @@ MODULES = (
     "overhead",
     "asyncpath",
     "afterwards",
+    "signin",
     "roundtrips",
     "matching",
     "memory",
