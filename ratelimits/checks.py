@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError
+from django.db.models import Q
 from django.urls import URLResolver, get_resolver
 from django.utils.module_loading import import_string
 
@@ -23,6 +24,8 @@ MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitHeadersMiddleware"
 LIMITER_MIDDLEWARE_PATH = "ratelimits.middleware.RateLimitMiddleware"
 SIGN_IN_BACKEND_PATH = "ratelimits.backends.RateLimitBackend"
 DJANGO_REDIS_BACKEND = "django_redis.cache.RedisCache"
+#: The ``counts`` of a policy against guessing (with any policy that has a lockout): W040.
+GUESSING_COUNTS = ("failures", "sign_in_failures")
 
 _POSITIVE_NUMBERS = (
     "SOCKET_TIMEOUT",
@@ -77,6 +80,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
     problems.extend(_cluster_node_problems(value["CLUSTER_NODES"]))
     problems.extend(_exempt_network_problems(value["EXEMPT_NETWORKS"]))
+    problems.extend(
+        _exempt_network_problems(value["METRICS_ALLOWED_NETWORKS"], "METRICS_ALLOWED_NETWORKS")
+    )
     problems.extend(_trusted_proxy_problems(value["TRUSTED_PROXIES"]))
     errors.extend(
         Error(
@@ -89,15 +95,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     return errors
 
 
-def _exempt_network_problems(networks: Any) -> list[str]:
+def _exempt_network_problems(networks: Any, name: str = "EXEMPT_NETWORKS") -> list[str]:
     if not isinstance(networks, (list, tuple)) or not all(isinstance(n, str) for n in networks):
-        return ["EXEMPT_NETWORKS must be a list of networks such as '10.0.0.0/8'"]
+        return [f"{name} must be a list of networks such as '10.0.0.0/8'"]
     problems = []
     for network in networks:
         try:
             ipaddress.ip_network(network.strip(), strict=False)
         except ValueError:
-            problems.append(f"EXEMPT_NETWORKS: {network!r} is not an IP address or network")
+            problems.append(f"{name}: {network!r} is not an IP address or network")
     return problems
 
 
@@ -322,6 +328,40 @@ def check_time_zones(app_configs: Any = None, databases: Any = None, **kwargs: A
                 periods.zone(zone)
             except periods.UnknownTimeZone:
                 found.append(_unknown_zone(name, zone, time_zone))
+    return found
+
+
+@register(Tags.database, Tags.security)
+def check_guessing_fails_closed(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Any]:
+    """W040: an enabled policy against guessing (it counts failures or failed sign-ins, or
+    has a lockout) that fails open: whoever makes Redis unavailable (a flood, a failover)
+    gets unlimited guesses meanwhile. A database check, as W005."""
+    found: list[Any] = []
+    for alias in databases or ():
+        rows = (
+            Policy.objects.using(alias)
+            .filter(enabled=True, fail_open=True)
+            .filter(Q(counts__in=GUESSING_COUNTS) | Q(lockout__gt=0))
+        )
+        try:
+            named = list(rows.order_by("name").values_list("name", "counts", "lockout"))
+        except DatabaseError:  # not migrated yet: migrate runs these checks first
+            continue
+        for name, counts, lockout in named:
+            kind = "has a lockout" if lockout else f"counts {counts}"
+            found.append(
+                Warning(
+                    f"The policy {name!r} {kind}, a guard against guessing, but fails open: "
+                    "while Redis cannot answer it lets every attempt through, so whoever "
+                    "can make Redis unavailable gets unlimited guesses.",
+                    hint="Untick fail_open on the policy in the admin (deny while Redis "
+                    "cannot answer), or silence ratelimits.W040 if availability matters "
+                    "more here.",
+                    id="ratelimits.W040",
+                )
+            )
     return found
 
 

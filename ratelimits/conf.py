@@ -56,6 +56,19 @@ DEFAULTS: dict[str, Any] = {
     # Fraction of a client's limit, in (0, 1], whose crossing by an admitted request is
     # counted (ratelimits_near_limit_total, the dashboard) and sent as request_near_limit.
     "NEAR_LIMIT": 0.8,
+    # Client networks the Prometheus metrics view answers, matched against REMOTE_ADDR
+    # (the connection's peer, never a forwarded header); others get a 403. Scrapers sit
+    # on loopback or a private network; behind a proxy on one, every request comes from
+    # the proxy: mount ratelimits.urls.metrics where the proxy does not forward, or list
+    # only the scraper. ["0.0.0.0/0", "::/0"] answers everyone, [] no one.
+    "METRICS_ALLOWED_NETWORKS": [
+        "127.0.0.0/8",
+        "::1/128",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "fc00::/7",
+    ],
 }
 
 

@@ -17,12 +17,15 @@
 The engine calls :func:`observe` once per decided request, with each decision's outcome
 worked out once for it and the dashboard's counts (``AppConfig.ready()`` adds it as an
 observer, :mod:`ratelimits.engine.reporting`); read-only peeks are not counted.
-:func:`metrics_view` serves the text exposition (``ratelimits.urls`` mounts it). A
-project that already serves ``/metrics`` gets these metrics there too.
+:func:`metrics_view` serves the text exposition (``ratelimits.urls`` and
+``ratelimits.urls.metrics`` mount it) to the clients whose ``REMOTE_ADDR`` is in
+``RATELIMITS["METRICS_ALLOWED_NETWORKS"]`` (loopback and private networks by default), a
+403 to others. A project that already serves ``/metrics`` gets these metrics there too.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Any, TypeVar
 
@@ -30,6 +33,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
+from ratelimits.conf import app_settings
 from ratelimits.exceptions import MissingExtra
 
 try:
@@ -140,8 +144,36 @@ def _registry() -> Any:
     return registry
 
 
+def scraper_allowed(remote_addr: object) -> bool:
+    """True when ``remote_addr`` (the request's ``REMOTE_ADDR``: the peer of the
+    connection, never a header a client can write) is in
+    ``RATELIMITS["METRICS_ALLOWED_NETWORKS"]``. A bad entry allows nothing (E002 names
+    it)."""
+    try:
+        address = ipaddress.ip_address(str(remote_addr or "").strip())
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    for entry in app_settings.METRICS_ALLOWED_NETWORKS or ():
+        try:
+            network = ipaddress.ip_network(str(entry).strip(), strict=False)
+        except ValueError:
+            continue
+        if address.version == network.version and address in network:
+            return True
+    return False
+
+
 @csrf_exempt  # only GET and HEAD get through: anything else is a 405, not a CSRF 403
 @require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """The Prometheus text exposition of the process's (or every worker's) metrics."""
+    """The Prometheus text exposition of the process's (or every worker's) metrics, for a
+    scraper in ``METRICS_ALLOWED_NETWORKS``; a 403 for anyone else."""
+    if not scraper_allowed(request.META.get("REMOTE_ADDR")):
+        return HttpResponse(
+            "The metrics are served only to RATELIMITS['METRICS_ALLOWED_NETWORKS'].\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
     return HttpResponse(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)

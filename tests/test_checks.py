@@ -333,3 +333,38 @@ def test_w005_passes_when_every_calendar_zone_is_known() -> None:
         time_zone="Pacific/Chatham",
     )  # fmt: skip
     assert [m for m in run_checks(databases=["default"]) if m.id == "ratelimits.W005"] == []
+
+
+@pytest.mark.django_db
+def test_a_policy_against_guessing_that_fails_open_is_w040() -> None:
+    """Each enabled policy that counts failures or failed sign-ins, or has a lockout, and
+    lets requests through while Redis cannot answer: an attacker who can make Redis
+    unavailable would get unlimited guesses."""
+    fields = {"endpoint": "api:login", "algorithm": "sliding_log", "limit": 5, "window": 60}
+    Policy.objects.create(name="login", counts="failures", fail_open=True, **fields)
+    Policy.objects.create(name="locks", lockout=900, fail_open=True, **fields)
+    Policy.objects.create(name="sign-in", counts="sign_in_failures", key="ip", **fields)
+    Policy.objects.create(name="closed", counts="failures", fail_open=False, **fields)
+    Policy.objects.create(name="search", fail_open=True, **fields)  # an ordinary limit
+    Policy.objects.create(name="off", counts="failures", enabled=False, **fields)
+
+    assert [m for m in run_checks() if m.id == "ratelimits.W040"] == []  # no database asked
+    found = [m for m in run_checks(databases=["default"]) if m.id == "ratelimits.W040"]
+    assert [m.msg.split(" ", 3)[2] for m in found] == ["'locks'", "'login'", "'sign-in'"]
+    assert [m.level for m in found] == [WARNING] * 3
+    assert found[0].msg.startswith("The policy 'locks' has a lockout, a guard against guessing")
+    assert found[1].msg.startswith("The policy 'login' counts failures, a guard")
+    assert "Untick fail_open" in (found[0].hint or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (["10.0.0.0/8", "scraper"], "METRICS_ALLOWED_NETWORKS: 'scraper' is not an IP address"),
+        ("10.0.0.0/8", "METRICS_ALLOWED_NETWORKS must be a list of networks"),
+    ],
+)
+def test_a_bad_metrics_network_is_e002(value: Any, problem: str) -> None:
+    with override_settings(RATELIMITS=ratelimits_settings(METRICS_ALLOWED_NETWORKS=value)):
+        errors = [m for m in run_checks() if m.id == "ratelimits.E002"]
+    assert [m.msg for m in errors if problem in m.msg], [m.msg for m in errors]

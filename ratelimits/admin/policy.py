@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.templatetags.static import static
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
 from django.utils.text import capfirst
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_POST
 
 from ratelimits.admin.usage import policy_usage, reset_counters
@@ -25,12 +28,27 @@ from ratelimits.engine.periods import NOMINAL_WINDOW
 from ratelimits.engine.stats import denied_since
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
-from ratelimits.models import Mode, Policy, PolicyOverride
+from ratelimits.models import Counts, Mode, Policy, PolicyOverride
 from ratelimits.tools.endpoints import UNMATCHED, EndpointIndex
 from ratelimits.tools.identities import identity_from_text
 
 RESET_PERMISSION = "ratelimits.reset_counters"
 DENIED_WINDOW_MINUTES = 5
+
+
+def _hide_override_identities(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """``sensitive_post_parameters`` for the override rows' ``identity`` fields (an API key
+    typed in ``overrides-0-identity``, ...), whose names depend on the rows posted: Django's
+    error reports (``DEBUG`` pages, the admins' e-mails) show them as stars."""
+
+    @functools.wraps(view)
+    def hiding(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        names = [name for name in request.POST if name.endswith("-identity")]
+        if not names:
+            return view(request, *args, **kwargs)
+        return sensitive_post_parameters(*names)(view)(request, *args, **kwargs)
+
+    return hiding
 
 
 class KeyKindFilter(admin.SimpleListFilter):
@@ -69,6 +87,40 @@ class BlankIsZero(forms.IntegerField):
         return 0 if number is None else number
 
 
+class FailModeSelect(forms.NullBooleanSelect):
+    """The add form's ``fail_open``: automatic (blank), open or closed. A checkbox's "on"
+    (a script that posts the form as it was) still means open."""
+
+    def __init__(self, attrs: Any = None) -> None:
+        super().__init__(attrs)
+        self.choices = [
+            ("unknown", "Automatic: closed for a policy against guessing, else open"),
+            ("true", "Fail open: let requests through"),
+            ("false", "Fail closed: deny them"),
+        ]
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> bool | None:
+        if data.get(name) == "on":
+            return True
+        return super().value_from_datadict(data, files, name)  # type: ignore[no-any-return]
+
+
+#: ``fail_open``'s help on the add form, where it may be left to the policy's kind.
+FAIL_MODE_HELP = (
+    "When Redis cannot answer. Automatic: a policy against guessing (it counts failures or "
+    "failed sign-ins, or has a lockout) fails closed, denying requests, so that making Redis "
+    "unavailable cannot buy an attacker unlimited guesses; any other fails open, letting "
+    "requests through. Choose open or closed to decide yourself; the change form shows "
+    "what was saved."
+)
+
+
+def guards_against_guessing(counts: Any, lockout: Any) -> bool:
+    """True for a policy against brute force: one that counts failures or failed
+    sign-ins, or locks a client out; such a policy should fail closed."""
+    return counts in (Counts.FAILURES, Counts.SIGN_IN_FAILURES) or bool(lockout)
+
+
 class PolicyForm(forms.ModelForm):
     class Meta:
         model = Policy
@@ -78,6 +130,16 @@ class PolicyForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if "fail_open" in self.fields and self.instance.pk is None:
+            # A new policy's fail mode may follow its kind (see clean()).
+            self.fields["fail_open"] = forms.NullBooleanField(
+                required=False,
+                widget=FailModeSelect,
+                label=self.fields["fail_open"].label,
+                help_text=FAIL_MODE_HELP,
+            )
+            if "fail_open" not in (kwargs.get("initial") or {}):
+                self.initial["fail_open"] = None  # automatic, not the model's default
         if "window" in self.fields:  # a calendar period sets it (Policy.normalize)
             self.fields["window"].required = False
         if "calendar" in self.fields:  # policy_form.js fills a period's window in
@@ -92,6 +154,9 @@ class PolicyForm(forms.ModelForm):
             and "window" not in self.errors
         ):
             self.add_error("window", "Give the window in seconds, or choose a calendar period.")
+        if "fail_open" in self.fields and cleaned.get("fail_open") is None:
+            counts = cleaned.get("counts", Counts.ALL)
+            cleaned["fail_open"] = not guards_against_guessing(counts, cleaned.get("lockout"))
         return cleaned
 
 
@@ -426,6 +491,18 @@ class PolicyAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
+    @method_decorator(_hide_override_identities)
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The add and change pages, whose override rows post API keys: their
+        ``identity`` values are left out of error reports."""
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
     def change_view(
         self,
         request: HttpRequest,
@@ -443,11 +520,16 @@ class PolicyAdmin(admin.ModelAdmin):
             )
         return super().change_view(request, object_id, form_url, context)
 
+    @method_decorator(sensitive_post_parameters("identity"))
     def reset_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """POST: delete the policy's keys, or one client's (``identity``)."""
+        """POST: delete the policy's keys, or one client's (``identity``: maybe an API key,
+        kept out of error reports)."""
         if not self.has_reset_permission(request):
             raise PermissionDenied
-        policy = get_object_or_404(Policy, pk=object_id)
+        # get_object() answers None for a pk that is not a number (a 500 from the ORM).
+        policy = self.get_object(request, unquote(object_id))
+        if policy is None:
+            raise Http404("No such rate limit policy.")
         who = request.POST.get("identity") or None
         if who is not None:
             try:
