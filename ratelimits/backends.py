@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.backends import BaseBackend
 from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
@@ -32,11 +31,15 @@ from ratelimits.signals import asend_request_throttled, send_request_throttled
 __all__ = ["RateLimitBackend"]
 
 
-class RateLimitBackend(BaseBackend):
+class RateLimitBackend:
     """An authentication backend that authenticates nobody: it spends each sign-in
     attempt against the sign-in policies matching its request, and refuses the attempt
     (``PermissionDenied``, which stops ``authenticate()``) when one denies it. The
-    backends after it check the credentials."""
+    backends after it check the credentials.
+
+    It has no ``get_user`` (nor permissions): a session is never tied to it, so the test
+    client's ``force_login()``, which ties a session to the first backend that has one,
+    picks the backend after it."""
 
     def authenticate(self, request: Any, **credentials: Any) -> None:
         verdict = sign_in.attempt(request, credentials)

@@ -208,3 +208,11 @@ def test_stuffing_one_username_from_16_addresses_counts_exactly_the_limit(victim
     assert sign_in(Client(), "bystander", "bystander-password") == 302
     call_command("ratelimits", "reset", "--policy", "sign-in-username", "--yes")
     assert sign_in(Client(), "victim", "right-password") == 302
+
+
+def test_force_login_still_works_with_the_backend_first(victim):
+    """The test client ties a session to the first backend with a get_user: never this
+    one, which authenticates nobody."""
+    client = Client()
+    client.force_login(victim)
+    assert client.get("/admin/").status_code == 200
