@@ -12,6 +12,7 @@ IPv6 address is its IPv4 address, an IPv6 scope id (``%eth0``, free text) is dro
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Callable, Sequence
@@ -24,10 +25,15 @@ _MAX_NODE = 100
 _PORT = re.compile(r":(?:[0-9]{1,5}|_[A-Za-z0-9._-]+)")
 _QUOTED_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"', re.DOTALL)
 _QUOTED_PAIR = re.compile(r"\\(.)", re.DOTALL)
+#: A Forwarded value's tokens: a quoted string (to its end when unclosed), a run of other
+#: text, or a separator.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[^",;]+|[,;]', re.DOTALL)
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_node(text: str) -> Address | None:
-    """The address a hop names (see the module docstring); ``None`` when it names none."""
+    """The address a hop names (see the module docstring); ``None`` when it names none.
+    Cached: a site sees the same proxies and clients again and again."""
     text = text.strip()
     if not text or len(text) > _MAX_NODE:
         return None
@@ -73,27 +79,22 @@ def forwarded_for(value: str) -> list[Address | None]:
 def _elements(value: str) -> list[list[str]]:
     """The elements of a ``Forwarded`` value, each as its ``name=value`` pairs; commas and
     semicolons inside quoted strings are part of the value."""
+    elements: list[list[str]]
     if '"' not in value:
         elements = [part.split(";") for part in value.split(",")]
     else:
-        elements, pairs, start, quoted, escaped = [], [], 0, False, False
-        for i, ch in enumerate(value):
-            if quoted:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    quoted = False
-            elif ch == '"':
-                quoted = True
-            elif ch in ",;":
-                pairs.append(value[start:i])
-                start = i + 1
-                if ch == ",":
-                    elements.append(pairs)
-                    pairs = []
-        pairs.append(value[start:])
+        elements, pairs, current = [], [], []
+        for token in _TOKENS.findall(value):
+            if token == ",":
+                pairs.append("".join(current))
+                elements.append(pairs)
+                pairs, current = [], []
+            elif token == ";":
+                pairs.append("".join(current))
+                current = []
+            else:
+                current.append(token)
+        pairs.append("".join(current))
         elements.append(pairs)
     return [pairs for pairs in elements if any(pair.strip() for pair in pairs)]
 

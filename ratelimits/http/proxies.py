@@ -66,15 +66,15 @@ def trusted_networks() -> tuple[_Network, ...]:
     return tuple(found)
 
 
+@functools.lru_cache(maxsize=4096)
 def is_trusted(address: Address) -> bool:
-    """True when ``address`` is in a ``TRUSTED_PROXIES`` network."""
+    """True when ``address`` is in a ``TRUSTED_PROXIES`` network (cached: the proxies'
+    own addresses come back on every request)."""
     return any(address in network for network in trusted_networks())
 
 
-@functools.lru_cache(maxsize=1024)
 def _trusted_sender(remote: str) -> bool:
-    """True when ``REMOTE_ADDR`` (its text, so a handful of proxies hit the cache) is in
-    a trusted network."""
+    """True when ``REMOTE_ADDR`` is in a trusted network."""
     address = parse_node(remote)
     return address is not None and is_trusted(address)
 
@@ -176,7 +176,7 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
     global _notice, _disagreement_logged
     if setting == "RATELIMITS":
         trusted_networks.cache_clear()
-        _trusted_sender.cache_clear()
+        is_trusted.cache_clear()
         _notice = _PrivateSenderNotice()
         _disagreement_logged = False
 
