@@ -142,6 +142,11 @@ class PolicyForm(forms.ModelForm):
                 self.initial["fail_open"] = None  # automatic, not the model's default
         if "window" in self.fields:  # a calendar period sets it (Policy.normalize)
             self.fields["window"].required = False
+        if "key" in self.fields:  # a client mints header values: say what caps them
+            self.fields["key"].help_text += (
+                " Without such a gateway, add an ip policy on the same endpoint: a request "
+                "it denies spends nothing here, so minted values cannot pass its limit."
+            )
         if "calendar" in self.fields:  # policy_form.js fills a period's window in
             self.fields["calendar"].widget.attrs["data-windows"] = json.dumps(NOMINAL_WINDOW)
 

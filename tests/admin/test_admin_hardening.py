@@ -86,6 +86,12 @@ def test_a_sign_in_policy_fails_closed(admin_client):
     assert policy.fail_open is False
 
 
+def test_the_key_help_says_a_client_mints_header_values_and_what_caps_them(admin_client):
+    help_text = admin_client.get(ADD).context["adminform"].form["key"].help_text
+    assert "A client can send any header value it likes" in help_text
+    assert "add an ip policy on the same endpoint" in help_text
+
+
 def test_the_change_form_keeps_the_checkbox_and_the_saved_value(admin_client):
     policy = make_policy(counts="failures", fail_open=True)  # saved open on purpose
     page = admin_client.get(f"{CHANGELIST}{policy.pk}/change/")
