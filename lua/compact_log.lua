@@ -1,52 +1,92 @@
 -- compact_log: the exact sliding window log, in a fixed-width ring in one string.
 --
--- KEYS  the policy's key (one KEYS[i] of decide.lua): a string of
---         4 bytes     head, big-endian: the slot of the oldest entry
---         8 bytes x S the ring: admission times in microseconds (big-endian doubles,
---                     exact below 2^53), oldest at head, newest just before it
---       S is at most the limit: a client costs 8 bytes per admission in the window,
---       about 8 KB at limit 1000 (a sorted set costs about 118 KB there).
+-- KEYS  the policy's key (one KEYS[i] of decide.lua), "...:wring": a string of
+--         16 bytes     header, big-endian: head (uint32, the slot of the oldest entry),
+--                      size (uint32, entries held), base (double, the position before
+--                      the oldest entry)
+--         16 bytes x C the ring of C slots: per admitted request, its time in
+--                      microseconds and its end position (doubles, exact below 2^53)
+--       Positions count units in time order: an entry of cost n ends n after the one
+--       before it (the oldest: after base), so the units between two entries are a
+--       difference of positions. A client costs 16 bytes per admitted request in the
+--       window, whatever its cost; C grows by doubling, up to the limit (further only
+--       when a lowered limit leaves more entries in the window), and never shrinks
+--       before the key expires.
 -- ARGV  the policy's slots in decide.lua's ARGV: limit, window in milliseconds, cost;
---       plus now_us from ARGV[1] (or Redis TIME). A request of cost n is n entries.
+--       plus now_us from ARGV[1] (or Redis TIME).
 --
--- It decides exactly as sliding_log does: a request is admitted when fewer than limit
--- admissions lie in (now - window, now], and the ring always holds every admission in
--- that interval. Entries are in time order (a clock that steps back is stored as the
--- newest time seen), so the first entry inside the window is found by binary search.
--- record() rewrites the string, in one SET with the key's expiry, with the entries still
--- in the window plus the new one, from slot 0: the ring grows with use up to the limit,
--- and a changed limit resizes it on the next admission. (A ring with another head, as
--- earlier releases wrote, reads the same.) Only admitted requests are stored, and the key
--- expires a window after the newest admission.
+-- It decides exactly as sliding_log does: a request is admitted when the units admitted
+-- in (now - window, now] plus its cost fit the limit. Entries are in time order (a clock
+-- that steps back is stored as the newest time seen), so the first entry in the window,
+-- and the entry where enough units have left for a denied request, are found by binary
+-- search: every request reads O(log C) slots (GETRANGE of 16 bytes) and writes one slot
+-- and the header (SETRANGE), never the whole string; only growing the ring copies it,
+-- O(C) once per doubling. Only admitted requests are stored, and the key expires a
+-- window after the newest admission.
+--
+-- The layout before weighted entries was "...:ring" (a 4-byte head and one 8-byte time
+-- per unit). This release reads such a key correctly: when a client has no "wring" key
+-- yet, its "ring" key (same hash slot) is copied into one, each old entry one unit, with
+-- the old key's expiry (once, O(C)). The old key is left to an earlier release still
+-- running during a rolling deploy, which counts apart until it is replaced.
 
-local RING_HEADER = 4
-local RING_SLOT = 8
--- The header of a ring written from slot 0.
-local RING_START = '\0\0\0\0'
+local RING_HEADER = 16
+local RING_SLOT = 16
+local LEGACY_RING_SUFFIX = 'ring'
 
-local function ring_read(key)
-  local blob = redis.call('GET', key)
-  if not blob then
-    return nil, 0, 0
-  end
-  local size = (#blob - RING_HEADER) / RING_SLOT
-  if size < 1 or size ~= math.floor(size) then
-    error('ratelimits: ' .. key .. ' does not hold a compact_log ring')
-  end
-  return blob, size, struct.unpack('>I4', blob, 1)
+local function ring_bad(key)
+  error('ratelimits: ' .. key .. ' does not hold a compact_log ring')
 end
 
--- Entry k of the ring, oldest first (k = 0 .. size - 1).
-local function ring_entry(blob, size, head, k)
-  return struct.unpack('>d', blob, RING_HEADER + 1 + RING_SLOT * ((head + k) % size))
+-- The ring's header as a table (head, size, base, capacity), or nil for no key.
+local function ring_open(key)
+  local header = redis.call('GETRANGE', key, 0, RING_HEADER - 1)
+  if header == '' then
+    return nil
+  end
+  local capacity = (redis.call('STRLEN', key) - RING_HEADER) / RING_SLOT
+  if #header < RING_HEADER or capacity < 1 or capacity ~= math.floor(capacity) then
+    ring_bad(key)
+  end
+  local head, size, base = struct.unpack('>I4I4d', header)
+  if head >= capacity or size > capacity then
+    ring_bad(key)
+  end
+  return {head = head, size = size, base = base, capacity = capacity}
 end
 
--- The first k whose entry is after `after` (size when none is).
-local function ring_first_after(blob, size, head, after)
-  local low, high = 0, size
+local function ring_header(head, size, base)
+  return struct.pack('>I4I4d', head, size, base)
+end
+
+-- The byte offset of entry k (0: the oldest).
+local function ring_offset(ring, k)
+  return RING_HEADER + RING_SLOT * ((ring.head + k) % ring.capacity)
+end
+
+-- The time and end position of entry k.
+local function ring_at(key, ring, k)
+  local offset = ring_offset(ring, k)
+  local time, ends = struct.unpack('>dd',
+    redis.call('GETRANGE', key, offset, offset + RING_SLOT - 1))
+  return time, ends
+end
+
+-- The position before entry k.
+local function ring_start(key, ring, k)
+  if k == 0 then
+    return ring.base
+  end
+  local _, ends = ring_at(key, ring, k - 1)
+  return ends
+end
+
+-- The first k whose time is after `after` (size when none is).
+local function ring_first_after(key, ring, after)
+  local low, high = 0, ring.size
   while low < high do
     local middle = math.floor((low + high) / 2)
-    if ring_entry(blob, size, head, middle) > after then
+    if ring_at(key, ring, middle) > after then
       high = middle
     else
       low = middle + 1
@@ -55,39 +95,62 @@ local function ring_first_after(blob, size, head, after)
   return low
 end
 
--- The bytes of entries from .. to - 1, oldest first (at most two slices of the blob).
-local function ring_span(blob, size, head, from, to)
-  local count = to - from
-  if count <= 0 then
-    return ''
+-- The first k at or after from whose end position reaches target (one exists).
+local function ring_first_reaching(key, ring, from, target)
+  local low, high = from, ring.size - 1
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    local _, ends = ring_at(key, ring, middle)
+    if ends >= target then
+      high = middle
+    else
+      low = middle + 1
+    end
   end
-  local start = (head + from) % size
-  local function bytes(from, to) -- slots from .. to - 1
-    return string.sub(blob, RING_HEADER + 1 + RING_SLOT * from, RING_HEADER + RING_SLOT * to)
-  end
-  if start + count <= size then
-    return bytes(start, start + count)
-  end
-  return bytes(start, size) .. bytes(0, start + count - size)
+  return low
 end
 
--- The bytes of entries first .. size - 1.
-local function ring_slice(blob, size, head, first)
-  return ring_span(blob, size, head, first, size)
+-- The client's key of the layout before weighted entries, copied into key (see above).
+local function ring_import(key)
+  local legacy = string.gsub(key, '[^:]+$', LEGACY_RING_SUFFIX)
+  local blob = redis.call('GET', legacy)
+  if legacy == key or not blob then
+    return nil
+  end
+  local size = (#blob - 4) / 8
+  local ttl = redis.call('PTTL', legacy)
+  if size < 1 or size ~= math.floor(size) or ttl <= 0 then
+    return nil -- not such a ring: left alone
+  end
+  local head = struct.unpack('>I4', blob, 1)
+  if head >= size then
+    return nil
+  end
+  local parts = {}
+  for k = 0, size - 1 do
+    parts[k + 1] = struct.pack('>dd', struct.unpack('>d', blob, 5 + 8 * ((head + k) % size)), k + 1)
+  end
+  redis.call('SET', key, ring_header(0, size, 0) .. table.concat(parts), 'PX', ttl)
+  return ring_open(key)
 end
 
 ALGORITHMS.compact_log = {
   check = function(key, limit, window_us, now_us, cost)
-    local blob, size, head = ring_read(key)
-    local first = 0
-    if blob then
-      first = ring_first_after(blob, size, head, now_us - window_us)
+    local ring = ring_open(key) or ring_import(key)
+    local count, first, start, last_us, last_end = 0, 0, 0, 0, 0
+    if ring then
+      start, last_end = ring.base, ring.base
+      if ring.size > 0 then
+        first = ring_first_after(key, ring, now_us - window_us)
+        last_us, last_end = ring_at(key, ring, ring.size - 1)
+        start = ring_start(key, ring, first)
+      end
+      count = last_end - start
     end
-    local count = size - first
     if count + cost <= limit then
       local reset_us = window_us
       if count > 0 then
-        reset_us = ring_entry(blob, size, head, first) + window_us - now_us
+        reset_us = ring_at(key, ring, first) + window_us - now_us
       end
       local remaining = limit - count - cost
       return {
@@ -95,60 +158,89 @@ ALGORITHMS.compact_log = {
         reset_us = reset_us,
         -- With this request the log is full until its oldest entry leaves.
         full_us = remaining == 0 and reset_us or 0,
-        blob = blob, size = size, head = head, first = first,
+        ring = ring, first = first, start = start, last_us = last_us, last_end = last_end,
       }
     end
-    -- The request fits once the (count + cost - limit)th oldest entry has left.
-    local retry_us =
-      ring_entry(blob, size, head, first + count + cost - limit - 1) + window_us - now_us
+    -- The request fits once the (count + cost - limit)th oldest unit has left.
+    local k = ring_first_reaching(key, ring, first, start + count + cost - limit)
+    local retry_us = ring_at(key, ring, k) + window_us - now_us
     return {
       allowed = false, count = count, remaining = 0, retry_us = retry_us, reset_us = retry_us,
     }
   end,
 
   record = function(key, limit, window_us, now_us, state, cost)
-    local blob, size, head = state.blob, state.size, state.head
-    local at = now_us
-    if size > 0 then
-      at = math.max(now_us, ring_entry(blob, size, head, size - 1))
+    local at = math.max(now_us, state.last_us)
+    local ttl_ms = ceil_div(at + window_us - now_us, 1000)
+    local entry = struct.pack('>dd', at, state.last_end + cost)
+    local ring = state.ring
+    if not ring then
+      redis.call('SET', key, ring_header(0, 1, 0) .. entry, 'PX', ttl_ms)
+      return
     end
-    local kept = ''
-    if blob then
-      kept = ring_slice(blob, size, head, state.first)
+    -- The entries that left the window are dropped: the head moves past them.
+    ring = {
+      head = (ring.head + state.first) % ring.capacity, size = ring.size - state.first,
+      base = state.start, capacity = ring.capacity,
+    }
+    if ring.size < ring.capacity then
+      redis.call('SETRANGE', key, ring_offset(ring, ring.size), entry)
+      redis.call('SETRANGE', key, 0, ring_header(ring.head, ring.size + 1, ring.base))
+      redis.call('PEXPIRE', key, ttl_ms)
+      return
     end
-    -- The entries still in the window, oldest first from slot 0, then this one's cost
-    -- entries; the key expires a window after it (one SET: the string and its expiry).
-    local added = struct.pack('>d', at)
-    if cost > 1 then
-      added = string.rep(added, cost)
-    end
-    redis.call('SET', key, RING_START .. kept .. added, 'PX',
-      ceil_div(window_us, 1000))
+    -- Full of entries still in the window: a ring of twice the slots (at most the
+    -- limit, at least one more), the entries oldest first from slot 0.
+    local capacity = math.max(ring.size + 1, math.min(2 * ring.capacity, limit))
+    local blob = redis.call('GET', key)
+    local from = RING_HEADER + RING_SLOT * ring.head
+    local kept = string.sub(blob, from + 1) .. string.sub(blob, RING_HEADER + 1, from)
+    redis.call('SET', key,
+      ring_header(0, ring.size + 1, ring.base) .. kept .. entry
+        .. string.rep('\0', RING_SLOT * (capacity - ring.size - 1)),
+      'PX', ttl_ms)
   end,
 
-  -- The request's entries hold its time (or, after a clock step back, the newest time
-  -- before it): the first entries at or after at_us with one value are removed. Were an
-  -- older entry to hold a later time, it would go instead, and the newer one stay longer:
-  -- that errs towards denying. The key keeps its expiry.
+  -- The request's entry holds its time (or, after a clock step back, the newest time
+  -- before it): the first entry at or after at_us, and among those with its time (up to
+  -- 64), the first of its cost, is removed; the entries after it move back one slot,
+  -- their positions lowered by its cost (O(m) for the m entries admitted after it,
+  -- usually none). Were an older entry to hold a later time, it would go instead, and
+  -- the newer one stay longer: that errs towards denying. The key keeps its expiry.
   give_back = function(key, limit, window_us, at_us, mark, cost)
-    local blob, size, head = ring_read(key)
-    if not blob then
+    local ring = ring_open(key)
+    if not ring or ring.size == 0 then
       return
     end
-    local first = ring_first_after(blob, size, head, at_us - 1)
-    if first >= size then
+    local k = ring_first_after(key, ring, at_us - 1)
+    if k >= ring.size then
       return
     end
-    local at = ring_entry(blob, size, head, first)
-    local last = first + 1
-    while last < size and last - first < cost and ring_entry(blob, size, head, last) == at do
-      last = last + 1
+    local at = ring_at(key, ring, k)
+    local previous = ring_start(key, ring, k)
+    local found
+    for j = k, math.min(ring.size, k + 64) - 1 do
+      local time, ends = ring_at(key, ring, j)
+      if time ~= at then
+        break
+      end
+      if ends - previous == cost then
+        found = j
+        break
+      end
+      previous = ends
     end
-    local kept = ring_span(blob, size, head, 0, first) .. ring_slice(blob, size, head, last)
-    if kept == '' then
+    if not found then
+      return
+    end
+    if ring.size == 1 then
       redis.call('DEL', key)
-    else
-      redis.call('SET', key, RING_START .. kept, 'KEEPTTL')
+      return
     end
+    for j = found + 1, ring.size - 1 do
+      local time, ends = ring_at(key, ring, j)
+      redis.call('SETRANGE', key, ring_offset(ring, j - 1), struct.pack('>dd', time, ends - cost))
+    end
+    redis.call('SETRANGE', key, 0, ring_header(ring.head, ring.size - 1, ring.base))
   end,
 }

@@ -96,30 +96,159 @@ local function period_of(window, at_us)
   return b2, b2 + (b2 - b1)
 end
 
--- Members of cost units admitted at at_us, named "<at_us>-<n>" for n from first: unique
--- in the key, since first is the units the key held before them.
-local function add_units(key, score, at, first, cost)
-  local done = 0
-  while done < cost do -- at most 256 members per ZADD (unpack's stack)
-    local args, n = {}, 0
-    for i = done, math.min(cost, done + 256) - 1 do
-      args[n + 1], args[n + 2] = score, at .. '-' .. (first + i)
-      n = n + 2
-    end
-    redis.call('ZADD', key, unpack(args))
-    done = done + n / 2
+-- The weighted log (sliding_log) on a sorted set: one member per admitted request,
+-- whatever its cost, named "<start>:<cost>" (see wlog_member) and scored by its
+-- admission time. Positions
+-- are contiguous units in time order: the request covers positions start .. start + cost
+-- - 1, the next one starts at start + cost. Times never decrease along the set (a clock
+-- that steps back is stored as the newest time seen), so rank order is both time order
+-- and position order, and the units between two entries are a difference of positions:
+-- a count, the oldest entry in the window and the entry where k units have left are
+-- each O(log n) commands (ZRANGE by rank, ZRANGEBYSCORE ... LIMIT 0 1), never a walk.
+-- Removing a request (give_back) renumbers the entries admitted after it, keeping the
+-- positions contiguous: O(m log n) for m such entries (usually none).
+
+-- start, cost of a member; nil for a member of the layout before weighted entries
+-- ("<at_us>-<n>", one member per unit).
+local function wlog_entry(member)
+  local start, cost = string.match(member, '^%l(%d+):(%d+)$')
+  if not start then
+    return nil
+  end
+  return tonumber(start), tonumber(cost)
+end
+
+-- Members of one time sort by name: the start's digits follow a letter saying how many
+-- there are ("a7", "b12"), so that order is the positions' order.
+local function wlog_member(start, cost)
+  local digits = int(start)
+  return string.char(96 + #digits) .. digits .. ':' .. int(cost)
+end
+
+-- ZADD (or ZREM) of a flat list of arguments, 512 at a time (unpack's stack).
+local function zcall(command, key, args)
+  for i = 1, #args, 512 do
+    redis.call(command, key, unpack(args, i, math.min(#args, i + 511)))
   end
 end
 
--- Removes the members add_units named.
-local function remove_units(key, at, first, cost)
-  local done = 0
-  while done < cost do
-    local members = {}
-    for i = done, math.min(cost, done + 256) - 1 do
-      members[#members + 1] = at .. '-' .. (first + i)
+-- A key written by an earlier release (one member per unit, "<at_us>-<n>") rewritten as
+-- weighted entries in one pass, keeping its expiry: each old member is one unit at its
+-- time. Done once per key (O(n)), the first time this release finds an old member at
+-- either end of the key.
+local function wlog_upgrade(key)
+  local ttl = redis.call('PTTL', key)
+  local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  redis.call('DEL', key)
+  local args, position, newest = {}, 0, nil
+  for i = 1, #all, 2 do
+    local _, cost = wlog_entry(all[i])
+    cost = cost or 1
+    local at = tonumber(all[i + 1])
+    if newest and at < newest then
+      at = newest
     end
-    redis.call('ZREM', key, unpack(members))
-    done = done + #members
+    newest = at
+    args[#args + 1], args[#args + 2] = int(at), wlog_member(position, cost)
+    position = position + cost
+  end
+  zcall('ZADD', key, args)
+  if ttl > 0 then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
+-- The log's shape seen from after_us: a table with
+--   last_end, last_us  the position after the newest entry and its time
+--   count              units in entries after after_us
+--   first, first_start, first_end, first_us   the oldest such entry (when count > 0)
+-- or nil for an empty key.
+local function wlog_read(key, after_us)
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if not newest[1] then
+    return nil
+  end
+  local last_start, last_cost = wlog_entry(newest[1])
+  if not last_start then
+    wlog_upgrade(key)
+    return wlog_read(key, after_us)
+  end
+  local first = redis.call(
+    'ZRANGEBYSCORE', key, '(' .. int(after_us), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if not first[1] then
+    return {
+      last_end = last_start + last_cost, last_us = tonumber(newest[2]), count = 0,
+      first = false, first_start = 0, first_end = 0, first_us = 0,
+    }
+  end
+  local first_start, first_cost = wlog_entry(first[1])
+  if not first_start then
+    wlog_upgrade(key)
+    return wlog_read(key, after_us)
+  end
+  return {
+    last_end = last_start + last_cost, last_us = tonumber(newest[2]),
+    count = last_start + last_cost - first_start,
+    first = first[1], first_start = first_start, first_end = first_start + first_cost,
+    first_us = tonumber(first[2]),
+  }
+end
+
+-- The time of the entry holding the k-th unit after after_us (1 <= k <= log.count): the
+-- first entry whose end reaches first_start + k, by binary search over ranks.
+local function wlog_time_of_unit(key, log, k)
+  local target = log.first_start + k
+  if log.first_end >= target then
+    return log.first_us
+  end
+  local low = redis.call('ZRANK', key, log.first) + 1
+  local high = redis.call('ZCARD', key) - 1 -- the newest, whose end is last_end >= target
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    local start, cost = wlog_entry(redis.call('ZRANGE', key, middle, middle)[1])
+    if start + cost >= target then
+      high = middle
+    else
+      low = middle + 1
+    end
+  end
+  return tonumber(redis.call('ZRANGE', key, low, low, 'WITHSCORES')[2])
+end
+
+-- Appends a request of cost units at now_us after the log read as log (nil: empty),
+-- first dropping what left the window; the key expires when the entry leaves.
+local function wlog_add(key, log, window_us, now_us, cost)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now_us - window_us))
+  local at, start = now_us, 0
+  if log then
+    at, start = math.max(now_us, log.last_us), log.last_end
+  end
+  redis.call('ZADD', key, int(at), wlog_member(start, cost))
+  redis.call('PEXPIRE', key, ceil_div(at + window_us - now_us, 1000))
+end
+
+-- Removes the request of cost units stored at at_us (any of them, when several of that
+-- cost share the time: they are alike) and renumbers the entries after it. Nothing when
+-- none is found (it left the window, or was stored at a later time by a clock that had
+-- stepped back: it then stays until it leaves, which errs towards denying).
+local function wlog_remove(key, at_us, cost)
+  local found = redis.call('ZRANGEBYSCORE', key, int(at_us), int(at_us), 'LIMIT', 0, 64)
+  for _, member in ipairs(found) do
+    local _, stored = wlog_entry(member)
+    if stored == cost then
+      local rank = redis.call('ZRANK', key, member)
+      local after = redis.call('ZRANGE', key, rank + 1, -1, 'WITHSCORES')
+      local old, new = {member}, {}
+      for i = 1, #after, 2 do
+        local start, weight = wlog_entry(after[i])
+        if start then -- (an earlier release's member, appended meanwhile, is left as is)
+          old[#old + 1] = after[i]
+          new[#new + 1], new[#new + 2] = after[i + 1], wlog_member(start - cost, weight)
+        end
+      end
+      zcall('ZREM', key, old)
+      zcall('ZADD', key, new)
+      return
+    end
   end
 end

@@ -21,13 +21,21 @@ from dataclasses import dataclass, replace
 
 ALGORITHM_SUFFIX = {
     "sliding_log": "log",
-    "compact_log": "ring",
+    # "wring": the ring of weighted entries (lua/compact_log.lua); "ring" was the layout
+    # before them, still recognised (LEGACY_SUFFIX) and read once by the Lua code.
+    "compact_log": "wring",
     "sliding_counter": "counter",
     "fixed_window": "fixed",
     "token_bucket": "bucket",
     "concurrency": "leases",
 }
-SUFFIX_ALGORITHM = {suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()}
+#: Suffixes of keys written by earlier releases: still parsed, so the tools list, inspect
+#: and reset them until they expire.
+LEGACY_SUFFIX = {"ring": "compact_log"}
+SUFFIX_ALGORITHM = {
+    **LEGACY_SUFFIX,
+    **{suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()},
+}
 #: The last part of a lockout's key, in place of the counts' algorithm suffix.
 LOCK_SUFFIX = "lock"
 PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")

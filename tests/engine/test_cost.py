@@ -60,7 +60,9 @@ def test_the_log_retry_is_when_cost_entries_have_left(algorithm, redis_client):
     assert not spend(p, 169.99, cost=4).allowed
     assert spend(p, 170, cost=4).allowed
     if algorithm == "sliding_log":
-        assert redis_client.zcard(p.key_for(IDENTITY)) == 5  # 120 + the 4 entries at 170
+        # 120 and the request of cost 4 at 170: one weighted entry each ("<start>:<cost>").
+        entries = redis_client.zrange(p.key_for(IDENTITY), 0, -1, withscores=True)
+        assert entries == [(b"a2:1", 120_000_000), (b"a3:4", 170_000_000)]
 
 
 def test_the_counter_retry_solves_for_the_cost():

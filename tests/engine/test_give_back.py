@@ -23,6 +23,11 @@ def spend(*policies: CompiledPolicy, cost: int | None = None, identity: str = ID
     return limiter.decide([limiter.Check(p, identity, cost=cost) for p in policies])
 
 
+def leases(redis_client, p: CompiledPolicy, identity: str = IDENTITY) -> list[bytes]:
+    """The lease members of a concurrency key (without its running total, "#")."""
+    return [m for m in redis_client.zrange(p.key_for(identity), 0, -1) if m != b"#"]
+
+
 def in_flight(p: CompiledPolicy, identity: str = IDENTITY) -> int:
     """Units in progress now, read without taking one."""
     _, verdict = limiter.peek([limiter.Check(p, identity)], connection.get_client())
@@ -67,7 +72,8 @@ def test_a_lease_not_given_back_ends_by_itself(redis_client):
     assert 0 < redis_client.pttl(key) <= 1000
     threading.Event().wait(1.05)
     assert spend(p).allowed  # the first lease ended; the key holds only the new one
-    assert redis_client.zcard(key) == 1
+    assert len(leases(redis_client, p)) == 1
+    assert redis_client.zscore(key, "#") == -1  # the running total: one unit
 
 
 def test_a_request_taking_several_slots_gives_them_all_back(redis_client):
@@ -75,9 +81,11 @@ def test_a_request_taking_several_slots_gives_them_all_back(redis_client):
     big = spend(p, cost=4)
     assert big.allowed and big.decisions[0].remaining == 1
     assert not spend(p, cost=2).allowed
-    assert redis_client.zcard(p.key_for(IDENTITY)) == 4
+    # One lease of 4 units (not 4 members), and the running total.
+    assert [m.split(b"-")[1] for m in leases(redis_client, p)] == [b"0x4"]
+    assert redis_client.zscore(p.key_for(IDENTITY), "#") == -4
     limiter.give_back(big.receipt, 200)
-    assert redis_client.zcard(p.key_for(IDENTITY)) == 0
+    assert redis_client.exists(p.key_for(IDENTITY)) == 0
 
 
 @pytest.mark.parametrize("algorithm", RATE_ALGORITHMS)
