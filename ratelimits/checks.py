@@ -71,6 +71,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             problems.append(f"{name} must be an integer >= 0")
     if not _is_integer(value["BREAKER_THRESHOLD"]) or value["BREAKER_THRESHOLD"] < 1:
         problems.append("BREAKER_THRESHOLD must be an integer >= 1")
+    if not _is_integer(value["MAX_COST"]) or value["MAX_COST"] < 1:
+        problems.append("MAX_COST must be an integer >= 1")
     if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:
         problems.append("IPV6_PREFIX must be an integer from 0 to 128")
     if not _is_number(value["NEAR_LIMIT"]) or not 0 < value["NEAR_LIMIT"] <= 1:

@@ -56,6 +56,14 @@ DEFAULTS: dict[str, Any] = {
     # Fraction of a client's limit, in (0, 1], whose crossing by an admitted request is
     # counted (ratelimits_near_limit_total, the dashboard) and sent as request_near_limit.
     "NEAR_LIMIT": 0.8,
+    # The largest cost a view may ask for (ratelimit_cost, the decorator's cost, ninja's
+    # cost); a larger one is refused, logged once per view, and the policies' own costs
+    # apply, as for a cost that is not a whole number. A cost no longer costs Redis
+    # anything (one entry whatever it is): this bounds what a client can make a view ask
+    # for when the cost comes from its request (a batch's size). 1,000 is above the
+    # batches and pages APIs usually accept and far below the limits it would matter
+    # against; a site whose batches are larger raises it.
+    "MAX_COST": 1000,
     # Client networks the Prometheus metrics view answers, matched against REMOTE_ADDR
     # (the connection's peer, never a forwarded header); others get a 403. Scrapers sit
     # on loopback or a private network; behind a proxy on one, every request comes from

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ratelimits.conf import app_settings
 from ratelimits.engine import key_rotation
 from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.engine.identity import (
@@ -121,12 +122,20 @@ def policy_identity(request: Any, policy: CompiledPolicy) -> str | None:
     )
 
 
+#: Views whose cost above ``MAX_COST`` was logged by this process (bounded: the names come
+#: from the URLconf, but a process logs at most this many).
+_warned_max_cost: set[str] = set()
+_WARNED_MAX_COST_SIZE = 1000
+
+
 def request_cost(cost: Any, request: Any) -> int | None:
     """The units ``request`` spends by its view's ``ratelimit_cost``: an int, or a callable
     ``(request) -> int``; ``None`` (the policies' own costs) when the view sets none.
 
     A cost that is not a whole number of at least 1 (or a callable that raises) is logged
-    and the policies' own costs apply: a view's bug never turns into a 500."""
+    and the policies' own costs apply: a view's bug never turns into a 500. A cost above
+    ``RATELIMITS["MAX_COST"]`` is refused the same way, logged once per view in a process
+    (the client may choose it: a flood of them must not flood the log)."""
     if cost is None:
         return None
     try:
@@ -135,13 +144,34 @@ def request_cost(cost: Any, request: Any) -> int | None:
         logger.exception("ratelimits: the view's ratelimit_cost failed; its policies' costs apply.")
         return None
     if type(value) is int and value >= 1:
-        return value
+        if value <= app_settings.MAX_COST:
+            return value
+        view = _view_name(cost, request)
+        if view not in _warned_max_cost and len(_warned_max_cost) < _WARNED_MAX_COST_SIZE:
+            _warned_max_cost.add(view)
+            logger.warning(
+                "ratelimits: view %s asked for a cost of %d, above RATELIMITS['MAX_COST'] "
+                "(%d); refused, its policies' own costs apply (logged once per view).",
+                view,
+                value,
+                app_settings.MAX_COST,
+            )
+        return None
     logger.error(
         "ratelimits: ratelimit_cost gave %r, not a whole number of at least 1; the "
         "policies' own costs apply.",
         value,
     )
     return None
+
+
+def _view_name(cost: Any, request: Any) -> str:
+    """The view a cost came from, for the log: its URL name or dotted path, else the cost
+    callable's name (never the request's path, which the client chooses)."""
+    match = getattr(getattr(request, "_request", request), "resolver_match", None)
+    if match is not None:
+        return match.view_name or match._func_path
+    return getattr(cost, "__qualname__", None) or "a view"
 
 
 def checks_for(
