@@ -12,9 +12,9 @@
 -- A request takes cost units when admitted and gives them back when its response is
 -- done (give_back, sent by the worker after the response). A lease that is never given
 -- back (a worker killed mid-request) ends by itself: check() first removes the ended
--- leases (read, subtracted from the total and removed: each lease is added once and
--- removed once, so this is amortised O(log n) a request, and a denied request writes
--- only such removals). The key expires with its last lease.
+-- leases (read, subtracted from the total and removed, up to LEASES_TRIM a call: each
+-- lease is added once and removed once, so this is amortised O(log n) a request, and a
+-- denied request writes only such removals). The key expires with its last lease.
 --
 -- Lease end times are all positive and the total's score is zero or negative, so the
 -- ended leases are exactly the scores in (0, now]. A key written by an earlier release
@@ -29,6 +29,10 @@
 
 local CONCURRENCY_RETRY_US = 1000000
 local LEASES_TOTAL = '#'
+-- Ended leases one call removes at most (more ended since the last call, as when many
+-- workers died at once, are removed over the next calls and counted until then: that
+-- errs towards denying).
+local LEASES_TRIM = 1024
 
 -- The units of one lease (1 for a member without "x<cost>").
 local function lease_units(member)
@@ -63,12 +67,12 @@ local function leases_held(key, now_us)
     end
     changed = true
   end
-  local ended = redis.call('ZRANGEBYSCORE', key, '(0', int(now_us))
+  local ended = redis.call('ZRANGEBYSCORE', key, '(0', int(now_us), 'LIMIT', 0, LEASES_TRIM)
   if #ended > 0 then
     for _, member in ipairs(ended) do
       total = total - lease_units(member)
     end
-    redis.call('ZREMRANGEBYSCORE', key, '(0', int(now_us))
+    zcall('ZREM', key, ended)
     changed = true
   end
   if changed then

@@ -215,13 +215,27 @@ local function wlog_time_of_unit(key, log, k)
   return tonumber(redis.call('ZRANGE', key, low, low, 'WITHSCORES')[2])
 end
 
+-- Expired entries one admission removes at most: a log whose many entries left the
+-- window at once is trimmed over several admissions, never in one long call (counts read
+-- positions from the first entry in the window, so entries left behind change nothing).
+local WLOG_TRIM = 256
+
 -- Appends a request of cost units at now_us after the log read as log (nil: empty),
--- first dropping what left the window; the key expires when the entry leaves.
+-- first dropping (up to WLOG_TRIM of) what left the window; the key expires when the
+-- entry leaves.
 local function wlog_add(key, log, window_us, now_us, cost)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', int(now_us - window_us))
   local at, start = now_us, 0
   if log then
     at, start = math.max(now_us, log.last_us), log.last_end
+    local expired
+    if log.first then
+      expired = redis.call('ZRANK', key, log.first)
+    else
+      expired = redis.call('ZCARD', key)
+    end
+    if expired > 0 then
+      redis.call('ZREMRANGEBYRANK', key, 0, math.min(expired, WLOG_TRIM) - 1)
+    end
   end
   redis.call('ZADD', key, int(at), wlog_member(start, cost))
   redis.call('PEXPIRE', key, ceil_div(at + window_us - now_us, 1000))

@@ -164,3 +164,23 @@ def test_a_cost_above_max_cost_is_refused_and_logged_once(client, settings, capl
     assert rows(client, 1000, address="198.51.100.10").status_code == 429  # 1000 > 100
     ok = rows(client, 60, address="198.51.100.11")
     assert (ok.status_code, remaining(ok)) == (200, 40)
+
+
+def test_a_log_that_left_the_window_at_once_is_trimmed_a_little_per_request(redis_client):
+    """20,000 entries leave the window together: the next admissions each remove at most
+    256 of them (one long ZREMRANGEBYSCORE would hold Redis for the whole log), and the
+    counts are right meanwhile."""
+    p = policy("sliding_log", limit=20_000, window=60)
+    key = p.key_for(IDENTITY)
+    pipe = redis_client.pipeline(transaction=False)
+    for i in range(20_000):
+        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5000 + i * 0.0001)
+    assert all(reply[0] == 1 for reply in pipe.execute())
+    redis_client.config_resetstat()
+    decisions = [
+        limiter.decide([limiter.Check(p, IDENTITY)], now=5100 + i).decisions[0] for i in range(3)
+    ]
+    assert [(d.allowed, d.count) for d in decisions] == [(True, 0), (True, 1), (True, 2)]
+    assert redis_client.zcard(key) == 20_000 - 3 * 256 + 3
+    usec, calls = decide_usec(redis_client)
+    assert calls == 3 and usec / calls < 1000, f"{usec / calls:.0f} us a request"
