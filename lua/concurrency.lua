@@ -11,15 +11,15 @@
 --
 -- A request takes cost units when admitted and gives them back when its response is
 -- done (give_back, sent by the worker after the response). A lease that is never given
--- back (a worker killed mid-request) ends by itself: check() first removes the ended
--- leases (read, subtracted from the total and removed, up to LEASES_TRIM a call: each
--- lease is added once and removed once, so this is amortised O(log n) a request, and a
--- denied request writes only such removals). The key expires with its last lease.
+-- back (a worker killed mid-request) ends by itself: check() counts the total less the
+-- ended leases still stored, and never writes; record() removes those ended leases and
+-- writes the new total (up to LEASES_TRIM a call: each lease is added once and removed
+-- once, so this is amortised O(log n) a request). The key expires with its last lease.
 --
 -- Lease end times are all positive and the total's score is zero or negative, so the
 -- ended leases are exactly the scores in (0, now]. A key written by an earlier release
 -- (one member per unit, no "#") is read correctly: without "#", the total is the sum of
--- the members' units, counted once and then written. An earlier release still running
+-- the members' units (O(n), until an admission writes "#"). An earlier release still running
 -- during a rolling deploy removes "#" with its ended leases (it is counted again) and
 -- counts a lease of n units as one.
 --
@@ -29,9 +29,9 @@
 
 local CONCURRENCY_RETRY_US = 1000000
 local LEASES_TOTAL = '#'
--- Ended leases one call removes at most (more ended since the last call, as when many
--- workers died at once, are removed over the next calls and counted until then: that
--- errs towards denying).
+-- Ended leases one call reads and removes at most (more, as when many workers died at
+-- once, are removed over the next admissions and counted until then: that errs towards
+-- denying, for one lease at most, when the key expires).
 local LEASES_TRIM = 1024
 
 -- The units of one lease (1 for a member without "x<cost>").
@@ -51,34 +51,24 @@ local function leases_store(key, total)
   return math.max(total, 0)
 end
 
--- Units held by leases not yet ended, after removing the ended ones.
+-- Units held by leases not yet ended, read without writing: the total (or, without
+-- "#", the sum over the members), minus the ended leases still stored (up to
+-- LEASES_TRIM of them; record() removes them). Also returns those ended leases.
 local function leases_held(key, now_us)
   local stored = redis.call('ZSCORE', key, LEASES_TOTAL)
-  local total, changed = 0, false
+  local total = 0
   if stored then
     total = -tonumber(stored)
   else
-    local members = redis.call('ZRANGE', key, 0, -1) -- an earlier release's key, or none
-    if #members == 0 then
-      return 0
-    end
-    for _, member in ipairs(members) do
+    for _, member in ipairs(redis.call('ZRANGE', key, 0, -1)) do -- an earlier release's key
       total = total + lease_units(member)
     end
-    changed = true
   end
   local ended = redis.call('ZRANGEBYSCORE', key, '(0', int(now_us), 'LIMIT', 0, LEASES_TRIM)
-  if #ended > 0 then
-    for _, member in ipairs(ended) do
-      total = total - lease_units(member)
-    end
-    zcall('ZREM', key, ended)
-    changed = true
+  for _, member in ipairs(ended) do
+    total = total - lease_units(member)
   end
-  if changed then
-    return leases_store(key, total)
-  end
-  return math.max(total, 0)
+  return math.max(total, 0), ended
 end
 
 local function lease_name(at_us, before, cost)
@@ -92,11 +82,11 @@ ALGORITHMS.concurrency = {
   released = true,
 
   check = function(key, limit, window_us, now_us, cost)
-    local count = leases_held(key, now_us)
+    local count, ended = leases_held(key, now_us)
     if count + cost <= limit then
       return {
         allowed = true, count = count, remaining = limit - count - cost, retry_us = 0,
-        reset_us = CONCURRENCY_RETRY_US, full_us = 0,
+        reset_us = CONCURRENCY_RETRY_US, full_us = 0, ended = ended,
       }
     end
     return {
@@ -106,6 +96,9 @@ ALGORITHMS.concurrency = {
   end,
 
   record = function(key, limit, window_us, now_us, state, cost)
+    if #state.ended > 0 then
+      zcall('ZREM', key, state.ended)
+    end
     redis.call('ZADD', key, int(now_us + window_us), lease_name(now_us, state.count, cost),
       -(state.count + cost), LEASES_TOTAL)
     -- The key lives as long as its last lease (a lease made before the window was

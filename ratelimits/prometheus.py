@@ -13,6 +13,13 @@
     Admitted requests that took a client's count under ``policy`` to
     ``RATELIMITS["NEAR_LIMIT"]`` of its limit (:mod:`ratelimits.engine.near_limit`): once
     per crossing, not per request above it.
+``ratelimits_redis_evicted_keys_total{node}``, ``ratelimits_redis_maxmemory_bytes{node}``,
+``ratelimits_redis_can_evict{node, policy}``
+    Read from each primary of the counters' Redis on each scrape (``INFO``), never per
+    request (:class:`RedisMemoryCollector`): the keys it evicted since it started (Redis's
+    ``evicted_keys``: counters and lockouts among them, when it holds them), its
+    ``maxmemory``, and 1 when it can evict (``maxmemory`` set, ``maxmemory-policy`` not
+    ``noeviction``). No samples while it cannot be read.
 
 The engine calls :func:`observe` once per decided request, with each decision's outcome
 worked out once for it and the dashboard's counts (``AppConfig.ready()`` adds it as an
@@ -34,7 +41,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 
 from ratelimits.conf import app_settings
-from ratelimits.exceptions import MissingExtra
+from ratelimits.exceptions import ConfigurationError, MissingExtra
 
 try:
     from prometheus_client import (
@@ -46,11 +53,13 @@ try:
         generate_latest,
         multiprocess,
     )
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 except ImportError as missing:
     raise MissingExtra("Prometheus metrics", "prometheus-client", "prometheus") from missing
 
 from ratelimits.engine.decision import NEAR_LIMIT, Outcomes, Verdict, outcomes
 from ratelimits.engine.reporting import SOURCES
+from ratelimits.engine.store import connection, eviction
 
 #: Histogram buckets (seconds): a remembered denial takes tens of µs, a round trip to a
 #: nearby Redis a few hundred µs; ``SOCKET_TIMEOUT`` (100 ms) bounds a failing call.
@@ -134,13 +143,74 @@ def _child(policy: str, what: str) -> Any:
     return DECISIONS.labels(policy=policy, outcome=what)
 
 
+class RedisMemoryCollector:
+    """The counters' Redis's evictions and memory settings, read from each primary when
+    scraped (one ``INFO memory`` and one ``INFO stats`` each, through the tools' client)."""
+
+    def describe(self) -> list[Any]:
+        # The names only: registering must not connect to Redis.
+        return self._families()
+
+    def collect(self) -> list[Any]:
+        evicted, maxmemory, can_evict = families = self._families()
+        try:
+            found = eviction.read(connection.get_tool_client())
+        except (*connection.REDIS_ERRORS, ConfigurationError, OSError):
+            return families  # unreadable: no samples (the absence is what to alert on)
+        for memory in found:
+            if memory.evicted_keys is not None:
+                evicted.add_metric([memory.node], memory.evicted_keys)
+            maxmemory.add_metric([memory.node], memory.maxmemory)
+            can_evict.add_metric([memory.node, memory.policy], int(memory.can_evict))
+        return families
+
+    @staticmethod
+    def _families() -> list[Any]:
+        return [
+            CounterMetricFamily(
+                "ratelimits_redis_evicted_keys",
+                "Keys the counters' Redis evicted since it started (INFO stats evicted_keys).",
+                labels=["node"],
+            ),
+            GaugeMetricFamily(
+                "ratelimits_redis_maxmemory_bytes",
+                "maxmemory of the counters' Redis (0: no limit).",
+                labels=["node"],
+            ),
+            GaugeMetricFamily(
+                "ratelimits_redis_can_evict",
+                "1 when the counters' Redis deletes keys once full (maxmemory set and "
+                "maxmemory-policy not noeviction): limits reset, lockouts lift.",
+                labels=["node", "policy"],
+            ),
+        ]
+
+
+def _memory_collector() -> RedisMemoryCollector:
+    """The collector already on ``REGISTRY`` (this module was reloaded), else a new one
+    registered there."""
+    existing = REGISTRY._names_to_collectors.get("ratelimits_redis_can_evict")
+    if isinstance(existing, RedisMemoryCollector):
+        return existing
+    if existing is not None:  # the previous load's class: replaced by this one's
+        REGISTRY.unregister(existing)
+    collector = RedisMemoryCollector()
+    REGISTRY.register(collector)
+    return collector
+
+
+REDIS_MEMORY = _memory_collector()
+
+
 def _registry() -> Any:
     """What to expose: the default registry, or under ``PROMETHEUS_MULTIPROC_DIR`` (gunicorn
-    and other pre-fork servers) every worker's values, merged from that directory."""
+    and other pre-fork servers) every worker's values, merged from that directory, and the
+    Redis memory read now."""
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         return REGISTRY
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
+    registry.register(REDIS_MEMORY)
     return registry
 
 

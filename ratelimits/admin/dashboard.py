@@ -2,7 +2,8 @@
 over the last hour, with the allowed ones that took a client near its limit, as
 server-rendered SVG (no JavaScript, no CDN), and under each chart the clients nearest
 their limits now, each under the limit that applies to it (its override's, when one
-does)."""
+does). Above them, each primary of the counters' Redis: the keys it evicted, its
+``maxmemory`` and ``maxmemory-policy``, and a warning when it can evict the counters."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ratelimits.admin.usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
 from ratelimits.engine import stats
 from ratelimits.engine.decision import NEAR_LIMIT
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import connection, eviction
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Dashboard, Policy
 
@@ -61,11 +62,13 @@ class DashboardAdmin(admin.ModelAdmin):
         charts: list[dict[str, Any]] = []
         clients: NearestLimits | None = None
         error = ""
+        memory: list[eviction.Memory] = []
         try:
             series = stats.series(names, minutes=MINUTES)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             error = f"Redis did not answer: {e}"
         else:
+            memory = _memory()
             clients = nearest_limits()
             for name in series.policies:
                 charts.append(
@@ -85,11 +88,21 @@ class DashboardAdmin(admin.ModelAdmin):
             "charts": charts,
             "clients": clients,
             "error": error,
+            "memory": memory,
             "flush_interval": app_settings.METRICS_FLUSH_INTERVAL,
             "near_percent": _percent(app_settings.NEAR_LIMIT),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/ratelimits/dashboard.html", context)
+
+
+def _memory() -> list[eviction.Memory]:
+    """Each primary's memory settings and evictions; none when they cannot be read (an
+    ACL user refused INFO and CONFIG: the page goes on without them)."""
+    try:
+        return eviction.read(connection.get_tool_client())
+    except (*connection.REDIS_ERRORS, ConfigurationError, OSError):
+        return []
 
 
 def _percent(fraction: object) -> str:

@@ -43,6 +43,8 @@ def memory_estimate(
             "large": memory.LARGE_BYTES,
             "lock": memory.LOCK_BYTES,
             "kept": memory.PERIOD_KEPT,
+            "work": memory.WORK,
+            "largeWork": memory.LARGE_WORK_LIMIT,
         }
     )
     return format_html(
@@ -93,7 +95,34 @@ def memory_text(
             text,
             large_log_advice(algorithm, limit),
         )
+    return format_html("{}{}", text, work_text(algorithm, limit))
+
+
+def work_text(algorithm: str, limit: int) -> SafeString:
+    """Redis work per request (``policy_form.js`` says the same): its order and what it is,
+    never growing with a request's cost; a warning for a log at a very large limit."""
+    order, what, large = memory.work_per_request(algorithm, limit)
+    text = format_html(
+        '<p class="ratelimits-work">Redis work per request: <strong>{}</strong> ({}), '
+        "whatever the request's cost.</p>",
+        order,
+        what,
+    )
+    if large:
+        text = format_html(
+            '{}<p class="errornote ratelimits-work-warning">{}</p>', text, large_work_advice(limit)
+        )
     return text
+
+
+def large_work_advice(limit: int) -> str:
+    """The warning for a log at a very large limit (``policy_form.js`` says the same)."""
+    return (
+        f"A log of up to {limit} entries: a denied request searches it (about "
+        f"{max(1, limit.bit_length())} steps), and giving back a request (counts other than "
+        "all) renumbers the entries admitted during its response. sliding_counter does O(1) "
+        "work at any limit."
+    )
 
 
 def large_log_advice(algorithm: str, limit: int) -> str:

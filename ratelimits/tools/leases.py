@@ -1,8 +1,10 @@
-"""A concurrency key's leases, read-only: one per unit of a request in progress.
+"""A concurrency key's leases, read-only: one per request in progress, whatever its cost.
 
 The key is a sorted set (``lua/concurrency.lua``): each member is named
-``"<start_us>-<n>"`` (when the request was admitted, on the Redis clock, in
-microseconds) and scored by when its lease ends, in microseconds. A lease whose end has
+``"<start_us>-<n>"``, or ``"<start_us>-<n>x<cost>"`` for a request of several units (when
+the request was admitted, on the Redis clock, in microseconds), and scored by when its
+lease ends, in microseconds; the member ``"#"`` (the units held, a running total) is not
+a lease and is skipped. A lease whose end has
 passed no longer counts (its slot freed itself); it stays stored until the key's next
 admission prunes it.
 """

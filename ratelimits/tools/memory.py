@@ -1,73 +1,82 @@
-"""Redis memory per active client, estimated from measured figures.
+"""Redis memory per active client, and Redis work per request, estimated from measured
+figures.
 
-Measured with ``MEMORY USAGE key SAMPLES 0`` on Redis 7.0 with default settings, for
-keys of this app's layout (``rl:{ip:203.0.113.7}:<policy>:<suffix>``) holding a client
-at its limit. A ``sliding_log`` keeps one sorted-set entry per admission in the window:
-up to 128 entries Redis packs them in a listpack (about 35 B each); from 129 it switches
-to a skiplist and a hash table (about 120 B each). A ``compact_log`` keeps 8 bytes per
-admission in one string (about 8.3 KB at limit 1000). The two counters keep a small hash
-whatever the limit. A ``concurrency`` key is a sorted set of leases, one entry per request
-in progress, named and sized like a ``sliding_log`` entry: a client with ``limit``
-requests in progress costs what a log of ``limit`` entries does (measured apart, below).
+Measured with ``MEMORY USAGE key SAMPLES 0`` on Redis 7.0.15 with default settings, for
+keys of this app's layout (``rl:{ip:203.0.113.7}:login:<suffix>``) holding a client at its
+limit, every request of cost 1. A ``sliding_log`` keeps one sorted-set entry per admitted
+request in the window, whatever its cost: up to 128 entries Redis packs them in a
+listpack (about 20 B each); from 129 it switches to a skiplist and a hash table (about
+105 B each). A ``compact_log`` keeps 16 bytes per admitted request in one string (time and
+position), its ring grown by doubling up to the limit (about 16.5 KB at limit 1000). A
+request of cost n is one entry in both, so these are the figures at limit n requests of
+cost 1: heavier requests cost less. The two counters keep a small hash whatever the limit.
+A ``concurrency`` key is a sorted set of leases, one entry per request in progress, beside
+its running total (one more entry): a client with ``limit`` requests in progress costs
+about what a log of ``limit`` entries does (measured apart, below).
 
 A calendar policy's count is a ``fixed_window`` hash whose window field is the period's
 start in microseconds: the same size (measured: no difference on Redis 7.0), but it is
 kept until the period ends, up to a month, so every client seen in the period counts as
 active. A lockout adds, while a client is locked out, one small string beside its counts:
 when the lockout ends.
+
+The work (:func:`work_per_request`) is what the Lua code does for one request, counted in
+Redis commands: it never grows with the request's cost, and for the logs grows with the
+logarithm of the entries in the window.
 """
 
 from __future__ import annotations
 
 import bisect
 
-#: (entries, bytes) for a sliding_log key, as measured.
+#: (entries, bytes) for a sliding_log key, as measured (one entry per admitted request).
 SLIDING_LOG_POINTS: tuple[tuple[int, int], ...] = (
-    (1, 120),
-    (10, 392),
-    (50, 1864),
-    (100, 3656),
-    (128, 4168),
-    (129, 18008),
-    (200, 24944),
-    (500, 59696),
-    (1000, 118240),
-    (2000, 234560),
-    (5000, 646480),
-    (10000, 1290928),
+    (1, 104),
+    (5, 168),
+    (10, 264),
+    (50, 968),
+    (100, 1864),
+    (128, 2632),
+    (129, 14912),
+    (200, 19696),
+    (500, 47824),
+    (1000, 94752),
+    (2000, 195792),
+    (5000, 525008),
+    (10000, 1058080),
 )
-#: (entries, bytes) for a compact_log key, as measured.
+#: (entries, bytes) for a compact_log key, as measured (one entry per admitted request).
 COMPACT_LOG_POINTS: tuple[tuple[int, int], ...] = (
-    (1, 88),
-    (5, 120),
-    (10, 168),
-    (50, 520),
-    (100, 968),
-    (200, 1864),
-    (500, 4168),
-    (1000, 8264),
-    (2000, 16456),
-    (5000, 41032),
-    (10000, 81992),
+    (1, 136),
+    (5, 200),
+    (10, 280),
+    (50, 984),
+    (100, 1880),
+    (200, 3672),
+    (500, 8280),
+    (1000, 16472),
+    (2000, 32856),
+    (5000, 82008),
+    (10000, 163928),
 )
 #: (leases, bytes) for a concurrency key with that many requests in progress, as measured
-#: (Redis 7.0.15, the median of 5 clients, each filled through the limiter to its limit):
-#: the same as a sliding_log's listpack up to 128 entries; past it within 1 % of it (a
-#: skiplist's node levels are random).
+#: (Redis 7.0.15, one client filled through the limiter to its limit): its lease names
+#: hold the start time, and the running total is one more entry, so the skiplist starts
+#: at 128 leases.
 CONCURRENCY_POINTS: tuple[tuple[int, int], ...] = (
-    (1, 120),
-    (5, 232),
-    (10, 392),
-    (50, 1864),
-    (100, 3656),
-    (128, 4168),
-    (129, 18024),
-    (200, 24752),
-    (500, 59824),
-    (1000, 118176),
-    (2000, 236064),
-    (5000, 646080),
-    (10000, 1290432),
+    (1, 136),
+    (5, 280),
+    (10, 408),
+    (50, 1880),
+    (100, 3672),
+    (127, 4560),
+    (128, 17920),
+    (200, 24640),
+    (500, 60000),
+    (1000, 118704),
+    (2000, 236768),
+    (5000, 613248),
+    (10000, 1227376),
 )
 #: The measured points of the logs, whose size grows with the limit (and which the admin
 #: may suggest replacing: see :func:`is_large`).
@@ -122,3 +131,38 @@ def human(size: int) -> str:
     if size < 1_000_000:
         return f"{size / 1000:.1f} KB"
     return f"{size / 1_000_000:.1f} MB"
+
+
+#: Redis work per request, per algorithm: (its order, what it is). n is the entries in
+#: the window (admitted requests, at most the limit), never the request's cost.
+WORK: dict[str, tuple[str, str]] = {
+    "sliding_counter": ("O(1)", "2 to 4 commands on one small hash"),
+    "fixed_window": ("O(1)", "2 to 4 commands on one small hash"),
+    "token_bucket": ("O(1)", "a GET and a SET of one number"),
+    "sliding_log": (
+        "O(log n)",
+        "about 5 sorted-set commands of O(log n) each; a denied request adds a binary "
+        "search of about log2(n) more",
+    ),
+    "compact_log": (
+        "O(log n)",
+        "about 2 x log2(n) reads of 16 bytes and 2 small writes; growing the ring copies "
+        "it, once per doubling",
+    ),
+    "concurrency": (
+        "O(log n)",
+        "about 5 sorted-set commands of O(log n) each, and one more call after the "
+        "response to give the lease back",
+    ),
+}
+#: From this limit the admin warns about a log's work (a denial searches about 17 steps,
+#: and a give-back renumbers the entries admitted during its response).
+LARGE_WORK_LIMIT = 100_000
+
+
+def work_per_request(algorithm: str, limit: int) -> tuple[str, str, bool]:
+    """(order, what it is, large) of one request's Redis work under ``algorithm`` at
+    ``limit`` (``n`` is at most the limit)."""
+    order, what = WORK.get(algorithm, WORK["sliding_counter"])
+    large = algorithm in LOG_POINTS and int(limit) >= LARGE_WORK_LIMIT
+    return order, what, large

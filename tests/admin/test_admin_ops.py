@@ -204,7 +204,7 @@ def test_live_usage_of_a_concurrency_policy_lists_the_requests_in_progress(
     given_back = take(busy)
     take(calm)
     take(calm, at=now_us / 1_000_000 - 100)  # stored, but its lease ended 40 s ago
-    assert redis_client.zcard(f"rl:{{{calm}}}:login:leases") == 2
+    assert redis_client.zcard(f"rl:{{{calm}}}:login:leases") == 3  # 2 leases, their total
     limiter.give_back(given_back, 200)
     before = {who: redis_client.dump(f"rl:{{{who}}}:login:leases") for who in (busy, calm)}
 
@@ -328,10 +328,10 @@ def test_live_usage_says_so_when_redis_is_down(admin_client, redis_server):
 @pytest.mark.parametrize(
     ("algorithm", "limit", "size", "warns"),
     [
-        ("sliding_log", 100, "3.7 KB", False),
-        ("sliding_log", 1000, "118.2 KB", True),
-        ("compact_log", 1000, "8.3 KB", False),
-        ("compact_log", 5000, "41.0 KB", True),
+        ("sliding_log", 100, "1.9 KB", False),
+        ("sliding_log", 500, "47.8 KB", True),
+        ("compact_log", 500, "8.3 KB", False),
+        ("compact_log", 5000, "82.0 KB", True),
         ("sliding_counter", 1000, "104 B", False),
         ("fixed_window", 5, "104 B", False),
     ],
@@ -348,12 +348,32 @@ def test_change_form_shows_memory_per_client(admin_client, algorithm, limit, siz
     assert "ratelimits/policy_form.js" in html
 
 
+@pytest.mark.parametrize(
+    ("algorithm", "limit", "order", "warns"),
+    [
+        ("sliding_counter", 10**6, "O(1)", False),
+        ("token_bucket", 10, "O(1)", False),
+        ("sliding_log", 1000, "O(log n)", False),
+        ("compact_log", 200_000, "O(log n)", True),
+        ("concurrency", 200_000, "O(log n)", False),
+    ],
+)
+def test_change_form_shows_redis_work_per_request(admin_client, algorithm, limit, order, warns):
+    policy = make_policy(algorithm=algorithm, limit=limit)
+    html = admin_client.get(f"{CHANGELIST}{policy.pk}/change/").content.decode()
+    assert f"Redis work per request: <strong>{order}</strong>" in html
+    assert "whatever the request's cost" in html
+    assert ("ratelimits-work-warning" in html) is warns
+    if warns:
+        assert "about 18 steps" in html  # 200,000 < 2^18
+
+
 def test_memory_estimate_follows_the_measured_points():
-    assert memory.bytes_per_client("sliding_log", 100) == 3656
-    assert memory.bytes_per_client("sliding_log", 1000) == 118240
-    assert memory.bytes_per_client("compact_log", 1000) == 8264
-    assert memory.bytes_per_client("compact_log", 150) == 1416  # between 100 and 200
-    assert 4168 < memory.bytes_per_client("sliding_log", 129) <= 18008
+    assert memory.bytes_per_client("sliding_log", 100) == 1864
+    assert memory.bytes_per_client("sliding_log", 1000) == 94752
+    assert memory.bytes_per_client("compact_log", 1000) == 16472
+    assert memory.bytes_per_client("compact_log", 150) == 2776  # between 100 and 200
+    assert 2632 < memory.bytes_per_client("sliding_log", 129) <= 14912
     assert memory.bytes_per_client("sliding_log", 20000) > memory.bytes_per_client(
         "sliding_log", 10000
     )
@@ -383,7 +403,7 @@ def test_memory_estimate_of_concurrency_matches_redis(redis_client, limit):
         verdict = limiter.decide([limiter.Check(policy, "ip:203.0.113.7")])
         assert verdict.allowed, i
     key = "rl:{ip:203.0.113.7}:p:leases"
-    assert redis_client.zcard(key) == limit
+    assert redis_client.zcard(key) == limit + 1  # the leases and their running total
     used = redis_client.memory_usage(key, samples=0)
     estimate = memory.bytes_per_client("concurrency", limit)
     assert abs(used - estimate) / used < 0.15
@@ -392,14 +412,14 @@ def test_memory_estimate_of_concurrency_matches_redis(redis_client, limit):
 def test_change_form_shows_the_memory_of_requests_in_progress(admin_client):
     small = make_policy("small", algorithm="concurrency", limit=5)
     html = admin_client.get(f"{CHANGELIST}{small.pk}/change/").content.decode()
-    assert "About <strong>232 B</strong> of Redis memory per active client" in html
+    assert "About <strong>280 B</strong> of Redis memory per active client" in html
     assert "(concurrency at 5 in progress at once)" in html
     # Large, but no other algorithm counts requests in progress: nothing to suggest.
     large = make_policy("large", algorithm="concurrency", limit=1000)
     html = admin_client.get(f"{CHANGELIST}{large.pk}/change/").content.decode()
-    assert "About <strong>118.2 KB</strong> of Redis memory per active client" in html
+    assert "About <strong>118.7 KB</strong> of Redis memory per active client" in html
     assert "ratelimits-memory-warning" not in html
-    assert '"leases": [[1, 120]' in html.replace("&quot;", '"')  # for policy_form.js
+    assert '"leases": [[1, 136]' in html.replace("&quot;", '"')  # for policy_form.js
 
 
 def test_endpoint_field_suggests_url_names_and_scopes(admin_client):

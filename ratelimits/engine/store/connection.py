@@ -110,6 +110,21 @@ def get_tool_client() -> Client:
     return client
 
 
+def new_client(timeout: float) -> Client:
+    """A client of the limiter's Redis of its own, with ``timeout``, that no one else
+    uses (a system check's): give it back with :func:`close`. A cluster's connects to
+    the startup nodes at once, and raises when none answers."""
+    return _create_client(timeout)
+
+
+def close(client: Client) -> None:
+    """Close the connections of a client from :func:`new_client`."""
+    if isinstance(client, RedisCluster):
+        client.close()
+    else:
+        client.connection_pool.disconnect()
+
+
 #: Seconds a tool client's view of a cluster's layout is trusted.
 TOPOLOGY_TTL = 1.0
 _topology_read: dict[int, float] = {}

@@ -1,4 +1,5 @@
-// The policy form: keeps the memory estimate in step with the algorithm, limit, calendar
+// The policy form: keeps the memory estimate (and the Redis work per request beside it)
+// in step with the algorithm, limit, calendar
 // and lockout fields, and shows the window or the calendar's time zone, whichever applies.
 // The figures come from ratelimits/tools/memory.py through the estimate's data-points
 // attribute; a calendar period's window (its nominal length, which the model sets) from
@@ -91,6 +92,24 @@
           human(points.counter) + " at any limit, approximate).";
       }
       box.append(warning);
+    }
+    // Redis work per request, as ratelimits/admin/widgets.py work_text says it.
+    var work = points.work[algorithm.value] || points.work.sliding_counter;
+    var line = document.createElement("p");
+    line.className = "ratelimits-work";
+    var order = document.createElement("strong");
+    order.textContent = work[0];
+    line.append("Redis work per request: ", order, " (" + work[1] +
+      "), whatever the request's cost.");
+    box.append(line);
+    if (points.logs[algorithm.value] && limit >= points.largeWork) {
+      var heavy = document.createElement("p");
+      heavy.className = "errornote ratelimits-work-warning";
+      heavy.textContent = "A log of up to " + limit + " entries: a denied request searches " +
+        "it (about " + Math.max(1, limit.toString(2).length) + " steps), and giving back a " +
+        "request (counts other than all) renumbers the entries admitted during its " +
+        "response. sliding_counter does O(1) work at any limit.";
+      box.append(heavy);
     }
   }
 
