@@ -14,7 +14,7 @@
     ``RATELIMITS["NEAR_LIMIT"]`` of its limit (:mod:`ratelimits.engine.near_limit`): once
     per crossing, not per request above it.
 ``ratelimits_redis_evicted_keys_total{node}``, ``ratelimits_redis_maxmemory_bytes{node}``,
-``ratelimits_redis_can_evict{node, policy}``
+``ratelimits_redis_can_evict{node, maxmemory_policy}``
     Read from each primary of the counters' Redis on each scrape (``INFO``), never per
     request (:class:`RedisMemoryCollector`): the keys it evicted since it started (Redis's
     ``evicted_keys``: counters and lockouts among them, when it holds them), its
@@ -181,7 +181,7 @@ class RedisMemoryCollector:
                 "ratelimits_redis_can_evict",
                 "1 when the counters' Redis deletes keys once full (maxmemory set and "
                 "maxmemory-policy not noeviction): limits reset, lockouts lift.",
-                labels=["node", "policy"],
+                labels=["node", "maxmemory_policy"],
             ),
         ]
 
