@@ -414,6 +414,7 @@ def _is_integer(value: Any) -> bool:
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
+
 @register(Tags.security)
 def check_sign_in_backend(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """W020: ``RateLimitBackend`` listed after another authentication backend, which then
