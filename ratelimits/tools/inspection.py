@@ -171,9 +171,25 @@ def is_log(algorithm: str) -> bool:
 
 
 def ring_entries(blob: bytes | None) -> list[int]:
-    """A compact_log ring's admission times, oldest first (see ``lua/compact_log.lua``:
-    a 4-byte head, then big-endian doubles). Empty for a missing or malformed value."""
-    if not blob or len(blob) < 12 or (len(blob) - 4) % 8:
+    """A compact_log ring's admission times, oldest first, one per admitted request (see
+    ``lua/compact_log.lua``: a 16-byte header, head and size as big-endian uint32 and a
+    base position, then 16-byte slots of a time and an end position, as doubles). The
+    ring of an earlier release (a 4-byte head, then one 8-byte time per unit) reads too.
+    Empty for a missing or malformed value."""
+    if not blob:
+        return []
+    if len(blob) >= 32 and len(blob) % 16 == 0:
+        head, size = struct.unpack_from(">II", blob)
+        capacity = (len(blob) - 16) // 16
+        if head < capacity and size <= capacity:
+            slots = [int(t) for t, _ in struct.iter_unpack(">dd", blob[16:])]
+            return [slots[(head + k) % capacity] for k in range(size)]
+    return _legacy_ring_entries(blob)
+
+
+def _legacy_ring_entries(blob: bytes) -> list[int]:
+    """The admission times of a ring an earlier release wrote (``...:ring``)."""
+    if len(blob) < 12 or (len(blob) - 4) % 8:
         return []
     (head,) = struct.unpack_from(">I", blob)
     size = (len(blob) - 4) // 8

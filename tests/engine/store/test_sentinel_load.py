@@ -290,7 +290,11 @@ class OldPrimary:
     for _, key in ipairs(redis.call('KEYS', 'rl:*')) do
       if redis.call('TYPE', key).ok == 'zset' then
         out[#out + 1] = key
-        out[#out + 1] = redis.call('ZRANGEBYSCORE', key, ARGV[1], '+inf')
+        local found, named = redis.call('ZRANGEBYSCORE', key, ARGV[1], '+inf', 'WITHSCORES'), {}
+        for i = 1, #found, 2 do
+          named[#named + 1] = string.format('%.0f', tonumber(found[i + 1])) .. '-' .. found[i]
+        end
+        out[#out + 1] = named
       end
     end
     return out
@@ -314,13 +318,16 @@ class OldPrimary:
 
 
 def admitted_at(members: list[str]) -> list[float]:
-    """The Redis times (seconds) of a sliding log's members, named ``<µs>-<n>``."""
+    """The Redis times (seconds) of a sliding log's entries, as :func:`members` names
+    them: ``<admission µs>-<member>``."""
     return [int(member.split("-")[0]) / 1e6 for member in members]
 
 
 def members(server: RedisServer, key: str, since: float) -> list[str]:
-    found = server.client().zrangebyscore(key, int(since * 1e6), "+inf")
-    return [_text(m) for m in found]
+    """A sliding log's entries since ``since``, each named by its admission time (its
+    score, in µs) and its member: a member alone (``<start>:<cost>``) names no time."""
+    found = server.client().zrangebyscore(key, int(since * 1e6), "+inf", withscores=True)
+    return [f"{int(score)}-{_text(m)}" for m, score in found]
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
