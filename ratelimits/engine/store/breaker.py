@@ -9,8 +9,11 @@ the requests that get their fail mode while the breaker is open write nothing.
 A server that answers but refuses calls (full, busy, a replica: see
 :mod:`ratelimits.engine.store.errors`) counts as a failure too, and it still answers
 reads: so a read that succeeds (the policy table's version check, a look that records
-nothing) neither closes the breaker nor forgets such failures, and never takes the one
-try of an open breaker; only a call that wrote does (:meth:`CircuitBreaker.success`).
+nothing) neither closes a breaker that such a refusal opened nor forgets the refusal;
+only a call that wrote does (:meth:`CircuitBreaker.success`). A read never takes the one
+try of an open breaker, but after its cooldown a read may look too, and when the breaker
+was opened by a server that did not answer at all, a read answered closes it (the usage
+endpoint, which only reads, would otherwise wait for a write to come by).
 
 A call that found no connection of our own free (:func:`pool_busy`) is not the server's
 failure: the breaker does not count it, and it is logged at most once a minute.
@@ -51,10 +54,10 @@ class CircuitBreaker:
             return True
 
     def allow_read(self) -> bool:
-        """Whether a call that only reads may try Redis now: not while the breaker is
-        open, even when its cooldown is over (the try is left to a call that writes,
-        whose success alone closes it)."""
-        return not self._open
+        """Whether a call that only reads may try Redis now: not during an open
+        breaker's cooldown; after it, yes, without taking the try left to a call that
+        writes."""
+        return not self._open or time.monotonic() >= self._open_until
 
     def success(self) -> None:
         """A call that writes was answered: the server takes calls (closes the breaker)."""
@@ -68,11 +71,16 @@ class CircuitBreaker:
 
     def read_success(self) -> None:
         """A call that only read was answered: the server is up, which does not say it
-        takes writes. Forgets failures to reach it, not a refusal; never closes."""
-        if self._failures and not self._open and not self._refused:
+        takes writes. Forgets failures to reach it, and closes a breaker they opened;
+        after a refusal, neither."""
+        if (self._failures or self._open) and not self._refused:
             with self._lock:
-                if not self._open and not self._refused:
-                    self._failures = 0
+                if self._refused:
+                    return
+                if self._open:
+                    logger.warning("ratelimits: Redis answers again; limiting resumed.")
+                self._failures = 0
+                self._open = False
 
     def failure(self, error: BaseException) -> None:
         with self._lock:
