@@ -109,7 +109,7 @@ def test_the_yaml_of_an_override_reads_well(world: dict[str, Policy]) -> None:
     text = dump_policies(Policy.objects.filter(name="login"), "yaml")
     assert text.endswith(
         "  shards: 1\n  burst: null\n  cost: 1\n  counts: all\n"
-        "  calendar: ''\n  time_zone: ''\n  lockout: 0\n"
+        "  calendar: ''\n  time_zone: ''\n  lockout: 0\n  ipv6_prefix: null\n"
         "  overrides:\n  - identity: ip:2001:db8::/48\n    limit: 20\n"
     )
 
