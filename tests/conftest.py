@@ -11,6 +11,7 @@ cluster client).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -121,11 +122,13 @@ def _clean_state(redis_server: RedisServer) -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _policy_table_source(request: pytest.FixtureRequest) -> None:
+def _policy_table_source(request: pytest.FixtureRequest) -> Iterator[None]:
     """The database source, built in the background only when the test's rows are
     committed. In a ``django_db`` test without ``transaction=True`` they live in the test
     thread's open transaction, which another thread does not see: the table is then
-    built in the request's thread."""
+    built in the request's thread. After a test, a build still under way is waited for,
+    before the test database is emptied: its read and PostgreSQL's TRUNCATE could
+    deadlock."""
     from ratelimits import policy_source
     from ratelimits.engine import table
 
@@ -134,3 +137,7 @@ def _policy_table_source(request: pytest.FixtureRequest) -> None:
         marker and (marker.kwargs.get("transaction") or marker.args[:1] == (True,))
     )
     table.set_source(policy_source.load, policy_source.close_connections, in_background=committed)
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "ratelimits-policy-table":
+            thread.join(30)
