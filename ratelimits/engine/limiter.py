@@ -163,7 +163,7 @@ class _Request:
                 logger.error("ratelimits: the decide script failed for %s: %s", error.key, cause)
         elif isinstance(error, ConfigurationError):
             breakers.breaker.failure(error)
-        elif not isinstance(error, _BreakerOpen):
+        elif not isinstance(error, (_BreakerOpen, connection.Unreachable)):
             raise error
         return _fail_verdict(self.checks, self.started if self.record else None)
 
@@ -458,7 +458,7 @@ def give_back(receipt: Receipt, status: int | None) -> None:
             groups = [[due[i] for i in group] for group in _slot_groups(client, checks)]
         for group in groups:
             _give_back_group(receipt, group, client)
-    except _BreakerOpen:  # Redis is known to be down: the breaker said so already
+    except (_BreakerOpen, connection.Unreachable):  # known down: the breaker said so
         logger.debug("ratelimits: the breaker is open; nothing given back")
     except _Counted as counted:  # the breaker is open: it logged its opening once
         logger.debug("ratelimits: nothing given back: %s", counted)

@@ -378,6 +378,8 @@ def _read_version(known: bytes | None) -> bytes | None:
     key = version_key(app_settings.KEY_PREFIX)
     try:
         client = connection.get_client()
+    except connection.Unreachable:  # the breaker counted it, and logs its opening
+        return known
     except ConfigurationError as e:
         breakers.breaker.failure(e)
         return known

@@ -100,6 +100,13 @@ class CircuitBreaker:
                 self._open = True
                 self._open_until = time.monotonic() + cooldown
 
+    def trip(self, error: BaseException) -> None:
+        """Open now, whatever the count: nothing of the server could be reached, not
+        even to make a client (logged once, when it opens)."""
+        with self._lock:
+            self._failures = max(self._failures, int(app_settings.BREAKER_THRESHOLD) - 1)
+        self.failure(error)
+
     @property
     def is_open(self) -> bool:
         return self._open

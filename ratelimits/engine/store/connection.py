@@ -49,6 +49,17 @@ _lock = threading.Lock()
 _clients: dict[str, Client] = {}
 
 
+class Unreachable(redis.ConnectionError):
+    """The limiter's client could not be made: none of a cluster's startup nodes answered
+    (a node still booting when the worker starts). An outage like any other: the breaker
+    opened when the try failed, each policy's fail mode applies, and the client is tried
+    again once per ``BREAKER_COOLDOWN``, never per request."""
+
+
+#: When the limiter's client may be tried again after a failed try, and the failure.
+_unreachable: dict[str, tuple[float, str]] = {}
+
+
 class ClusterClient(RedisCluster):
     """redis-py's cluster client that also reaches a primary that owns no slot yet, as a
     new one filling during a reshard, when an ``ASK`` names it.
@@ -92,7 +103,7 @@ def get_client() -> Client:
     """The process's limiter client (created on first use, shared by threads)."""
     client = _clients.get("limiter")
     if client is None:
-        client = _get_or_create("limiter", float(app_settings.SOCKET_TIMEOUT))
+        client = _get_or_create("limiter", float(app_settings.SOCKET_TIMEOUT), guarded=True)
     return client
 
 
@@ -217,6 +228,7 @@ def reset() -> None:
     with _lock:
         old = list(_clients.values())
         _clients.clear()
+        _unreachable.clear()
     caller.reset()
     async_caller.reset()
     failover.stop()
@@ -235,11 +247,33 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
 setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.store.connection")
 
 
-def _get_or_create(purpose: str, timeout: float) -> Client:
+def _get_or_create(purpose: str, timeout: float, *, guarded: bool = False) -> Client:
+    """The client for ``purpose``, made now if there is none. ``guarded`` (the limiter's):
+    a client that cannot be made (a cluster none of whose startup nodes answers) opens
+    the breaker and raises :class:`Unreachable`, and is not tried again before the
+    breaker's cooldown has passed; made at last, it closes the breaker."""
     with _lock:
         client = _clients.get(purpose)
-        if client is None:
+        if client is not None:
+            return client
+        if not guarded:
             client = _clients[purpose] = _create_client(timeout)
+            return client
+        failed = _unreachable.get(purpose)
+        if failed is not None and time.monotonic() < failed[0]:
+            raise Unreachable(failed[1])
+        try:
+            client = _create_client(timeout)
+        except REDIS_ERRORS as e:
+            # where() only from the settings: the lock is held, no other client is made.
+            at = where() if app_settings.CLUSTER_NODES else f"cache {app_settings.CACHE!r}"
+            cause = f"no client of the limiter's Redis ({at}) could be made: {e}"
+            _unreachable[purpose] = (time.monotonic() + float(app_settings.BREAKER_COOLDOWN), cause)
+            breakers.breaker.trip(Unreachable(cause))
+            raise Unreachable(cause) from e
+        _clients[purpose] = client
+        if _unreachable.pop(purpose, None) is not None:
+            breakers.breaker.success()  # logs that Redis answers again
         return client
 
 
