@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ratelimits.testutils import RedisClusterServers, RedisServer, reset_state
+from ratelimits.tools.servers import server_name
 from tests.postgres import PostgresServer
 
 if TYPE_CHECKING:
@@ -52,10 +53,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     if _server is None:
         return ["redis-server: not started"]
-    version = _server.client().info("server")["redis_version"]
+    server = server_name(_server.client().info("server"))
     database = _postgres.version() if _postgres is not None else "SQLite (a file)"
     return [
-        f"redis-server {version}: {_server.binary} on port {_server.port}",
+        f"{server}: {_server.binary} on port {_server.port}",
         f"database: {database}",
     ]
 

@@ -48,9 +48,23 @@ def memory_estimate(
         }
     )
     return format_html(
-        '<div id="ratelimits-memory" data-points="{}">{}</div>',
+        '<div id="ratelimits-memory" data-points="{}">{}</div>'
+        '<p class="help ratelimits-memory-measured">{}</p>',
         points,
         memory_text(algorithm, limit, calendar, lockout),
+        measured_on(),
+    )
+
+
+def measured_on() -> str:
+    """Which server the figures were measured on, and how the others differ."""
+    logs = ", ".join(
+        f"{m.label}: {memory.human(memory.bytes_per_client('sliding_log', 1000, m))}"
+        for m in memory.MEASURED
+    )
+    return (
+        f"Measured on {memory.REFERENCE.label}; other servers and allocators differ "
+        f"(a sliding_log at 1000 on {logs})."
     )
 
 

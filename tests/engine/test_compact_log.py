@@ -92,7 +92,10 @@ def test_a_full_ring_at_limit_1000_is_under_17_kb(redis_client):
     for i in range(1000):
         limiter.queue_decide([limiter.Check(log, IDENTITY)], pipe, now=5000 + i * 0.001)
     pipe.execute()
-    assert redis_client.memory_usage(log.key_for(IDENTITY), samples=0) > 10 * 8 * 1024
+    # A sliding_log of as many entries is over 4 times larger (5.7 on Redis 7, 4.9 on
+    # Valkey 9, 6.4 on Redis 6.2).
+    ring = redis_client.memory_usage(key, samples=0)
+    assert redis_client.memory_usage(log.key_for(IDENTITY), samples=0) > 4 * ring
 
 
 def test_the_ring_holds_only_the_window_until_it_is_full(redis_client):
