@@ -20,6 +20,7 @@ class has no ``redis.asyncio`` twin is called through the sync caller in a threa
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -198,28 +199,81 @@ AsyncConnectionFactory = Callable[[], Any]
 
 def _connection_factory(pool: redis.ConnectionPool) -> AsyncConnectionFactory | None:
     """A coroutine function making an unconnected async connection like ``pool``'s;
-    ``None`` when its connection class has no async twin."""
-    kwargs = {key: value for key, value in pool.connection_kwargs.items() if key in _CARRIED}
+    ``None`` when its connection class has no async twin. A Sentinel-managed pool's
+    connections are TLS ones when its own are. Settings the async connection does not
+    take (``ssl_validate_ocsp``, ``ssl_ocsp_*``: sync only) are left out, with a warning
+    naming them once per process."""
+    sentinel = isinstance(pool, SentinelConnectionPool)
+    if sentinel:
+        tls = issubclass(pool.connection_class, redis.connection.SSLConnection)
+        twin: type[aconnection.AbstractConnection] | None = (
+            aconnection.SSLConnection if tls else aconnection.Connection
+        )
+    else:
+        twin = _TWINS.get(pool.connection_class)
+    if twin is None:
+        return None
+    settings = pool.connection_kwargs
+    wanted = {
+        key: value
+        for key, value in settings.items()
+        if key in _CARRIED or (twin is aconnection.SSLConnection and key.startswith("ssl_"))
+    }
+    taken = accepted(twin)
+    kwargs = {key: value for key, value in wanted.items() if key in taken}
+    _warn_dropped(sorted(key for key in wanted if key not in taken), twin)
     kwargs["retry"] = Retry(NoBackoff(), 0)
-    if isinstance(pool, SentinelConnectionPool):
+    if sentinel:
+        assert isinstance(pool, SentinelConnectionPool)
+        make = twin
 
         async def primary() -> aconnection.AbstractConnection:
             host, port = await asyncio.to_thread(pool.get_master_address)
-            return aconnection.Connection(**{**kwargs, "host": host, "port": port})
+            return make(**{**kwargs, "host": host, "port": port})
 
         return primary
-    twin = _TWINS.get(pool.connection_class)
-    if twin is None:
-        return None
-    if twin is aconnection.SSLConnection:
-        kwargs.update(
-            (key, value) for key, value in pool.connection_kwargs.items() if key.startswith("ssl_")
-        )
+    found = twin
 
     async def plain() -> aconnection.AbstractConnection:
-        return twin(**kwargs)
+        return found(**kwargs)
 
     return plain
+
+
+def accepted(cls: type) -> frozenset[str]:
+    """The keyword arguments ``cls()`` takes: its ``__init__``'s and, while one passes
+    ``**kwargs`` on, its bases'."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        parameters = inspect.signature(init).parameters.values()
+        names.update(
+            p.name
+            for p in parameters
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"
+        )
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break
+    return frozenset(names)
+
+
+_warned: set[str] = set()
+
+
+def _warn_dropped(names: list[str], cls: type) -> None:
+    """One warning per process for each setting an async connection cannot take."""
+    new = [name for name in names if name not in _warned]
+    if new:
+        _warned.update(new)
+        logger.warning(
+            "ratelimits: the cache's connection settings %s are not taken by redis-py's "
+            "async connections (%s.%s); async views connect without them.",
+            ", ".join(new),
+            cls.__module__,
+            cls.__qualname__,
+        )
 
 
 #: Each event loop's callers, by pool. A caller's connections hold its loop, so a loop is
@@ -254,3 +308,4 @@ def reset() -> None:
     """Forget every caller (the clients were replaced); connections close as they go."""
     with _lock:
         _by_loop.clear()
+        _warned.clear()
