@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.templatetags.static import static
@@ -235,6 +235,17 @@ class PolicyOverrideForm(forms.ModelForm):
                 self.add_error("identity", str(e))
         return cleaned
 
+    def validate_constraints(self) -> None:
+        # Django 6.0+ checks an inline row's constraints on its policy here, against the
+        # stored rows: it would refuse a client whose row is deleted in the same save.
+        # Whether a client is named twice is the formset's to say (as Django 5.2 leaves
+        # it); the other constraints are checked as before.
+        exclude = self._get_validation_exclusions() | {"policy"}
+        try:
+            self.instance.validate_constraints(exclude=exclude)
+        except ValidationError as e:
+            self._update_errors(e)
+
     def _post_clean(self) -> None:
         super()._post_clean()
         # A user, group or identity refused above never reaches the instance, so the model
@@ -264,15 +275,16 @@ _ONE_TARGET_VIOLATED = next(
 
 
 class PolicyOverrideFormSet(forms.BaseInlineFormSet):
-    """Refuses two rows naming the same client, before the database does."""
+    """Refuses two rows naming the same client, before the database does: two rows the
+    save writes, or one and a stored row it keeps as it is. A row deleted in the same save
+    names no one, so its client may be added again at once."""
 
     def clean(self) -> None:
         super().clean()
-        seen: set[tuple[str, Any]] = set()
-        for form in self.forms:
-            if not hasattr(form, "cleaned_data") or self._should_delete_form(form):
-                continue
-            for field in ("user", "group", "identity"):
+        written = self._written()
+        seen = self._kept_targets(written)
+        for form in written:
+            for field in _TARGETS:
                 value = form.cleaned_data.get(field)
                 if not value or field in form.errors:
                     continue
@@ -280,6 +292,39 @@ class PolicyOverrideFormSet(forms.BaseInlineFormSet):
                 if target in seen:
                     form.add_error(field, "Another override names this client; keep one.")
                 seen.add(target)
+
+    def _written(self) -> list[forms.ModelForm]:
+        """The rows the save writes: new or changed, not deleted. (A stored row that a
+        user without the change permission posts changed is not written: Django's inline
+        reports it unchanged.)"""
+        return [
+            form
+            for form in self.forms
+            if hasattr(form, "cleaned_data")
+            and not self._should_delete_form(form)
+            and form.has_changed()
+        ]
+
+    def _kept_targets(self, written: list[forms.ModelForm]) -> set[tuple[str, Any]]:
+        """The clients of the policy's stored rows that the save neither deletes nor
+        writes."""
+        if self.instance.pk is None:
+            return set()
+        replaced = [
+            form.instance.pk
+            for form in self.initial_forms
+            if form.instance.pk is not None and (self._should_delete_form(form) or form in written)
+        ]
+        kept = PolicyOverride.objects.filter(policy=self.instance).exclude(pk__in=replaced)
+        return {
+            (field, value)
+            for row in kept.values_list("user_id", "group_id", "identity")
+            for field, value in zip(_TARGETS, row, strict=True)
+            if value
+        }
+
+
+_TARGETS = ("user", "group", "identity")
 
 
 class PolicyOverrideInline(admin.TabularInline):

@@ -480,6 +480,26 @@ def test_add_permission_alone_adds_but_neither_changes_nor_deletes(alice):
     ]
 
 
+def test_a_new_row_naming_a_stored_client_it_cannot_change_is_refused(alice):
+    """Without the change permission the stored row is not written, whatever its posted
+    fields say: the new row is compared with the row as stored."""
+    policy = make_policy("api")
+    first = PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
+    client = staff_client(
+        "view_policy", "change_policy", "view_policyoverride", "add_policyoverride"
+    )
+    response = save(
+        client,
+        policy,
+        existing(first, identity="192.0.2.1"),
+        {"identity": "10.0.0.0/8", "limit": 3},
+        initial=1,
+    )
+    duplicate = ["Another override names this client; keep one."]
+    assert inline_errors(response) == [{}, {"identity": duplicate}]
+    assert stored() == [("api", None, None, "ip:10.0.0.0/8", 9, False, "")]
+
+
 def test_delete_permission_deletes():
     policy = make_policy("api")
     first = PolicyOverride.objects.create(policy=policy, identity="10.0.0.0/8", limit=9)
