@@ -90,7 +90,16 @@ class CircuitBreaker:
             threshold = int(app_settings.BREAKER_THRESHOLD)
             if self._open or self._failures >= threshold:
                 cooldown = float(app_settings.BREAKER_COOLDOWN)
-                if not self._open:
+                if not self._open and errors.is_denied(error):
+                    logger.error(
+                        "ratelimits: Redis refuses this user the limiter's calls (%s): an "
+                        "ACL denies scripting (FCALL, and EVALSHA and EVAL) or the keys "
+                        "under KEY_PREFIX; applying each policy's fail mode and retrying "
+                        "Redis every %.1f s. docs/redis.md lists the ACL the limiter needs.",
+                        errors.describe(error),
+                        cooldown,
+                    )
+                elif not self._open:
                     logger.warning(
                         "ratelimits: Redis unavailable (%s); applying each policy's fail mode "
                         "and retrying Redis every %.1f s.",

@@ -100,23 +100,25 @@ def recover(call: DecideCall, mode: str, error: ResponseError) -> Recovery:
       server refuses for now (full, busy, loading, a replica: see
       :mod:`ratelimits.engine.store.errors`) is raised: it does not mean the server has
       no Functions, and the next call loads it again.
-    - The server has no Functions (before Redis 7), or refuses to load them (an ACL, a
-      managed service): from now on the script, starting with its source.
+    - The server has no Functions (before Redis 7), or refuses to load or call them (an
+      ACL's ``NOPERM``, a managed service): from now on the script, starting with its
+      source. Refused that too, the ``NOPERM`` is raised: an outage for the breaker (see
+      :mod:`ratelimits.engine.store.errors`).
     - The script is not cached (``SCRIPT FLUSH``, a restart): run the source, which
       caches it again.
     """
     message = str(error)
     if mode == FUNCTION and _is_missing_function(message):
         loaded = yield load_library()
-        if isinstance(loaded, ResponseError) and errors.code_of(loaded) is not None:
-            raise loaded
+        if isinstance(loaded, ResponseError) and errors.code_of(loaded) not in (None, "NOPERM"):
+            raise loaded  # refused for now; an ACL's NOPERM is for good: the script
         if isinstance(loaded, ResponseError) and "already exists" not in str(loaded):
             return (yield from _run_source(call)), SCRIPT
         reply = yield packed(FUNCTION, call)
         if isinstance(reply, ResponseError) and _is_missing_function(str(reply)):
             reply = yield with_source(call)
         return _checked(reply), FUNCTION
-    if mode == FUNCTION and _is_unknown_command(message):
+    if mode == FUNCTION and (_is_unknown_command(message) or _is_denied(error)):
         return (yield from _run_source(call)), SCRIPT
     if mode == SCRIPT and isinstance(error, NoScriptError):
         return (yield from _run_source(call)), SCRIPT
@@ -135,6 +137,11 @@ def _checked(reply: Reply) -> Reply:
 
 def _is_missing_function(message: str) -> bool:
     return message.startswith("Function not found")
+
+
+def _is_denied(error: ResponseError) -> bool:
+    """An ACL's refusal (``NOPERM``): of ``FCALL`` here, the script may still be let run."""
+    return errors.is_denied(error)
 
 
 def _is_unknown_command(message: str) -> bool:

@@ -10,7 +10,11 @@ A server that is up can still refuse every call for a while, whatever its keys:
 - ``READONLY``: it is a replica now (a failover), or ``MASTERDOWN``: a replica that lost
   its primary and serves no stale data;
 - ``NOREPLICAS`` (``min-replicas-to-write`` unmet), ``MISCONF`` (a failing RDB save under
-  ``stop-writes-on-bgsave-error``), ``CLUSTERDOWN``.
+  ``stop-writes-on-bgsave-error``), ``CLUSTERDOWN``;
+- ``NOPERM``: an ACL refuses this user the decide code (``FCALL`` falls back to the
+  script first: see :func:`ratelimits.engine.store.commands.recover`) or the keys. Not
+  for now but until someone grants it: still, every call fails alike, so the breaker
+  opens and logs it once (as an error, :func:`is_denied`), not every request.
 
 redis-py raises an error class of its own for some of these (``OutOfMemoryError``,
 ``ReadOnlyError``, ``BusyLoadingError``, ``ClusterDownError``, ``MasterDownError``),
@@ -29,7 +33,17 @@ from redis import exceptions
 
 #: Error codes of a server that refuses calls for now, whatever their keys.
 UNAVAILABLE_CODES = frozenset(
-    {"OOM", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "NOREPLICAS", "MISCONF", "CLUSTERDOWN"}
+    {
+        "OOM",
+        "BUSY",
+        "LOADING",
+        "READONLY",
+        "MASTERDOWN",
+        "NOREPLICAS",
+        "MISCONF",
+        "CLUSTERDOWN",
+        "NOPERM",
+    }
 )
 
 #: redis-py's classes for some of them (their message has lost the code), by code.
@@ -41,6 +55,7 @@ _CLASSES: tuple[tuple[str, type[Exception]], ...] = tuple(
         ("LOADING", getattr(exceptions, "BusyLoadingError", None)),
         ("MASTERDOWN", getattr(exceptions, "MasterDownError", None)),  # before its base
         ("CLUSTERDOWN", getattr(exceptions, "ClusterDownError", None)),
+        ("NOPERM", getattr(exceptions, "NoPermissionError", None)),
     )
     if cls is not None
 )
@@ -70,6 +85,11 @@ def code_of(error: BaseException) -> str | None:
     if wrapped is not None and wrapped.group(1) in UNAVAILABLE_CODES:
         return wrapped.group(1)
     return None
+
+
+def is_denied(error: BaseException) -> bool:
+    """True when ``error`` is an ACL's refusal (``NOPERM``) of a command or of keys."""
+    return code_of(error) == "NOPERM"
 
 
 def is_pool_busy(error: BaseException) -> bool:
