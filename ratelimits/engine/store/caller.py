@@ -68,7 +68,10 @@ class Caller:
         # call sent, not by one another thread switched to meanwhile.
         mode = self.mode
         try:
-            if not connection.is_connected:
+            if getattr(connection, "_sock", None) is None:
+                # Not open (redis-py 8's ``is_connected``, which 5.0 to 7.x lack); a
+                # connection class without ``_sock`` is asked to connect every time, which
+                # every redis-py's ``connect()`` does only when it is not connected.
                 connection.connect()  # through Sentinel, when the pool uses it
             connection.send_packed_command((commands.packed(mode, call),), check_health=False)
             try:

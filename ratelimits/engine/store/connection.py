@@ -176,11 +176,16 @@ def asked_client(client: RedisCluster, host: str, port: int) -> redis.Redis:
 
 def learn_moved(client: RedisCluster, moved: redis.exceptions.MovedError) -> None:
     """Teach the cluster client's slot map the owner a ``MOVED`` named (a slot resharded
-    since the map was read): redis-py 6 and newer name it ``move_slot``, older ones
-    ``update_moved_exception``."""
+    since the map was read): redis-py 7 and newer name it ``move_slot``; older ones keep
+    it in ``update_moved_exception`` until the next slot lookup, which is made at once
+    (``get_node_from_key`` reads the map without one)."""
     nodes = client.nodes_manager
-    learn = getattr(nodes, "move_slot", None) or nodes.update_moved_exception
-    learn(moved)
+    move_slot = getattr(nodes, "move_slot", None)
+    if move_slot is not None:
+        move_slot(moved)
+    else:
+        nodes.update_moved_exception(moved)
+        nodes.get_node_from_slot(moved.slot_id)
 
 
 def slot_of(client: Client, key: str) -> int:
