@@ -20,6 +20,9 @@ DEFAULTS: dict[str, Any] = {
     "CACHE": "default",
     # Startup nodes ("redis://host:port") of a Redis Cluster to use instead of CACHE.
     "CLUSTER_NODES": [],
+    # Connection options of the cluster's nodes (TLS, credentials), passed to
+    # redis-py's RedisCluster: {"ssl": True, "ssl_ca_certs": "/path/ca.pem", ...}.
+    "CLUSTER_OPTIONS": {},
     # First part of every Redis key the app writes.
     "KEY_PREFIX": "rl",
     # Socket and connect timeout, seconds, of the limiter's own connection.

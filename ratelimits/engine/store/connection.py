@@ -351,13 +351,43 @@ def _create_cluster_client(nodes: list[str], timeout: float) -> RedisCluster:
     except ValueError as e:
         raise ConfigurationError(f"RATELIMITS['CLUSTER_NODES']: {e}") from e
     first = _split_node(nodes[0])
+    options: dict[str, Any] = {
+        "username": unquote(first.username) if first.username else None,
+        "password": unquote(first.password) if first.password else None,
+        "ssl": first.scheme == "rediss",
+        **cluster_options(),
+    }
     return ClusterClient(
         startup_nodes=startup,
-        username=unquote(first.username) if first.username else None,
-        password=unquote(first.password) if first.password else None,
-        ssl=first.scheme == "rediss",
+        **options,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 0),
         require_full_coverage=False,
     )
+
+
+#: What ``RATELIMITS["CLUSTER_OPTIONS"]`` may set: the nodes' credentials and TLS.
+CLUSTER_OPTION_NAMES = frozenset(
+    {"username", "password", "ssl", "client_name", "credential_provider"}
+    | {
+        name
+        for name in async_caller.accepted(redis.connection.SSLConnection)
+        if name.startswith("ssl_")
+    }
+)
+
+
+def cluster_options() -> dict[str, Any]:
+    """``RATELIMITS["CLUSTER_OPTIONS"]``, checked: a name redis-py's connections do not
+    take (or one the limiter sets itself, a timeout) raises ``ConfigurationError``."""
+    options = app_settings.CLUSTER_OPTIONS
+    if not isinstance(options, dict):
+        raise ConfigurationError("RATELIMITS['CLUSTER_OPTIONS'] must be a dict.")
+    unknown = sorted(set(options) - CLUSTER_OPTION_NAMES)
+    if unknown:
+        raise ConfigurationError(
+            f"RATELIMITS['CLUSTER_OPTIONS'] names {', '.join(unknown)}, which it does not "
+            f"take; it takes {', '.join(sorted(CLUSTER_OPTION_NAMES))}."
+        )
+    return dict(options)

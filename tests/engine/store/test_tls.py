@@ -11,9 +11,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
+from ratelimits.engine.store import connection
+from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
+from ratelimits.testutils import RedisClusterServers, free_port
 from tests.helpers import ratelimits_settings
-from tests.tls import Certs, shared_certs, tls_server
+from tests.tls import Certs, shared_certs, tls_options, tls_server
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.urls")]
 
@@ -70,3 +73,59 @@ def test_a_sync_only_tls_setting_is_left_out_of_async_connections_with_one_warni
     assert len(dropped) == 1, caplog.messages
     assert "ssl_ocsp_expected_cert, ssl_validate_ocsp" in dropped[0]
     assert not [m for m in caplog.messages if "unavailable" in m]
+
+
+def test_a_server_asking_for_client_certificates_limits_sync_and_async(
+    client, settings, certs: Certs, policies, caplog
+):
+    """``tls-auth-clients yes``: the cache's CA, certificate and key reach both paths."""
+    with tls_server(certs, auth_clients="yes") as (_, tls_port):
+        settings.RATELIMITS = ratelimits_settings(SOCKET_TIMEOUT=1.0)
+        tls_cache(
+            settings, tls_port, ssl_ca_certs=certs.ca, ssl_certfile=certs.client_cert,
+            ssl_keyfile=certs.client_key,
+        )  # fmt: skip
+        with caplog.at_level(logging.WARNING, logger="ratelimits"):
+            found = statuses(client)
+    assert found == {"sync": [200, 200, 429], "async": [200, 200, 429]}
+    assert not [r for r in caplog.records if r.name == "ratelimits"]
+
+
+@pytest.mark.slow
+def test_a_cluster_over_tls_with_cluster_options(client, settings, certs: Certs, policies):
+    """``CLUSTER_OPTIONS`` carries the CA and the client's certificate to every node,
+    on both paths (``tls-cluster yes``: the nodes announce their TLS ports)."""
+    servers = RedisClusterServers()
+    for node in servers.nodes:
+        tls = tls_options(certs, free_port(), auth_clients="yes")
+        node.extra = (*node.extra, *tls, "--tls-cluster", "yes")
+    try:
+        try:
+            servers.start()
+        except RuntimeError as e:
+            if "wrong number of arguments" not in str(e):
+                raise
+            pytest.skip("this redis-server has no TLS")
+        tls_nodes = [
+            f"rediss://127.0.0.1:{node.extra[node.extra.index('--tls-port') + 1]}"
+            for node in servers.nodes
+        ]
+        options = {
+            "ssl_ca_certs": certs.ca,
+            "ssl_certfile": certs.client_cert,
+            "ssl_keyfile": certs.client_key,
+        }
+        settings.RATELIMITS = ratelimits_settings(
+            CLUSTER_NODES=tls_nodes, CLUSTER_OPTIONS=options, SOCKET_TIMEOUT=1.0
+        )
+        assert statuses(client) == {"sync": [200, 200, 429], "async": [200, 200, 429]}
+    finally:
+        servers.stop()
+
+
+def test_cluster_options_that_redis_py_does_not_take_are_a_configuration_error(settings):
+    settings.RATELIMITS = ratelimits_settings(
+        CLUSTER_NODES=["redis://127.0.0.1:1"], CLUSTER_OPTIONS={"ssl_ca_cert": "/x"}
+    )
+    with pytest.raises(ConfigurationError, match="ssl_ca_cert,"):
+        connection.new_client(0.1)
