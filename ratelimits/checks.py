@@ -6,7 +6,7 @@ import ipaddress
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import Error, Info, Tags, Warning, register
 from django.db import DatabaseError
 from django.db.models import Q
 from django.urls import URLResolver, get_resolver
@@ -14,7 +14,7 @@ from django.utils.module_loading import import_string
 
 from ratelimits.conf import DEFAULTS, user_settings
 from ratelimits.engine import keys, periods
-from ratelimits.engine.store import connection, eviction, scripts
+from ratelimits.engine.store import access, connection, eviction, scripts
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.http.gate import scope_of
 from ratelimits.http.proxies import parse_network
@@ -527,6 +527,26 @@ def _can_evict(memory: eviction.Memory) -> Warning:
         "shares that server's maxmemory and policy. See docs/failures.md.",
         id="ratelimits.W030",
     )
+
+
+@register(Tags.caches, deploy=True)
+def check_redis_access(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """I036: which server and version answers, and how the limiter's code runs there;
+    W032: the credentials refused; W033: TLS failed (or a plain client on a TLS port);
+    W034: no answer; W035: no script may run; W036: commands the limiter, the tools or the
+    admin send that the ACL refuses (``ACL DRYRUN`` where the server and user have it).
+    Connects to Redis, so it runs with ``manage.py check --deploy`` only."""
+    if check_cache():
+        return []  # no Redis to ask: E003 or E004 says why
+    try:
+        connection.cluster_options()
+    except ConfigurationError:
+        return []  # a bad setting: reported where it is used
+    kinds = {"info": Info, "warning": Warning}
+    return [
+        kinds[found.level](found.message, hint=found.hint or None, id=f"ratelimits.{found.code}")
+        for found in access.check()
+    ]
 
 
 def _eviction_unknown(where: str, error: BaseException) -> Warning:
