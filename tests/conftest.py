@@ -11,6 +11,7 @@ cluster client).
 from __future__ import annotations
 
 import os
+import platform
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -56,9 +57,30 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     server = server_name(_server.client().info("server"))
     database = _postgres.version() if _postgres is not None else "SQLite (a file)"
     return [
+        f"{_stack()}, {server}",
         f"{server}: {_server.binary} on port {_server.port}",
         f"database: {database}",
     ]
+
+
+def _stack() -> str:
+    """Python and the versions of the app's requirements this run has (the test matrix's
+    row: docs/testing.md)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = [f"Python {platform.python_version()}"]
+    for name, shown in [
+        ("Django", "Django"),
+        ("djangorestframework", "DRF"),
+        ("redis", "redis-py"),
+        ("django-redis", "django-redis"),
+        ("django-ninja", "django-ninja"),
+    ]:
+        try:
+            found.append(f"{shown} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{shown}: not installed")
+    return ", ".join(found)
 
 
 @pytest.fixture(scope="session")

@@ -117,7 +117,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     python = venv / "bin" / "python"
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(top), "LANG": "C.UTF-8"}
     # Only the package index's own settings: the environment of the test run is not the user's.
-    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE"):
+    # PIP_CONSTRAINT too: `make test-floor` installs the wheel's requirements at their floors.
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE", "PIP_CONSTRAINT"):
         if name in os.environ:
             env[name] = os.environ[name]
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
