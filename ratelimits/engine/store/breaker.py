@@ -93,8 +93,9 @@ class CircuitBreaker:
                 if not self._open and errors.is_denied(error):
                     logger.error(
                         "ratelimits: Redis refuses this user the limiter's calls (%s): an "
-                        "ACL denies scripting (FCALL, and EVALSHA and EVAL) or the keys "
-                        "under KEY_PREFIX; applying each policy's fail mode and retrying "
+                        "ACL denies scripting (FCALL, and EVALSHA and EVAL), the keys under "
+                        "KEY_PREFIX or a command the decide code runs; applying each "
+                        "policy's fail mode and retrying "
                         "Redis every %.1f s. docs/redis.md lists the ACL the limiter needs.",
                         errors.describe(error),
                         cooldown,

@@ -12,7 +12,8 @@ A server that is up can still refuse every call for a while, whatever its keys:
 - ``NOREPLICAS`` (``min-replicas-to-write`` unmet), ``MISCONF`` (a failing RDB save under
   ``stop-writes-on-bgsave-error``), ``CLUSTERDOWN``;
 - ``NOPERM``: an ACL refuses this user the decide code (``FCALL`` falls back to the
-  script first: see :func:`ratelimits.engine.store.commands.recover`) or the keys. Not
+  script first: see :func:`ratelimits.engine.store.commands.recover`), the keys, or a
+  command the code runs (worded "The user executing the script can't run this command"). Not
   for now but until someone grants it: still, every call fails alike, so the breaker
   opens and logs it once (as an error, :func:`is_denied`), not every request.
 
@@ -60,6 +61,9 @@ _CLASSES: tuple[tuple[str, type[Exception]], ...] = tuple(
     if cls is not None
 )
 
+#: An ACL's refusal of a command the script runs, which Redis words without ``NOPERM``.
+_SCRIPT_DENIED = "The user executing the script can't run this command"
+
 #: A command's error inside a Redis 6.2 script error: ``…@user_script: 12: -OOM …``.
 _WRAPPED = re.compile(r"@user_script:? ?\d+: -([A-Z]+) ")
 
@@ -81,6 +85,8 @@ def code_of(error: BaseException) -> str | None:
     first = message.split(" ", 1)[0]
     if first in UNAVAILABLE_CODES:
         return first
+    if _SCRIPT_DENIED in message:
+        return "NOPERM"
     wrapped = _WRAPPED.search(message)
     if wrapped is not None and wrapped.group(1) in UNAVAILABLE_CODES:
         return wrapped.group(1)

@@ -84,10 +84,17 @@ def test_a_user_refused_fcall_gets_the_script(decide, redis_server, caplog):
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_a_user_refused_all_scripting_gets_one_error_per_breaker_opening(
-    decide, redis_server, caplog
+@pytest.mark.parametrize(
+    "refused",
+    [
+        "-@scripting",  # no script may run
+        "-zadd",  # the script runs, not a command it needs
+    ],
+)
+def test_a_user_refused_scripting_gets_one_error_per_breaker_opening(
+    decide, redis_server, caplog, refused
 ):
-    rules = ["~*", "&*", "+@all", "-@scripting"]
+    rules = ["~*", "&*", "+@all", refused]
     limits = {"BREAKER_THRESHOLD": 3, "BREAKER_COOLDOWN": 60}
     user = as_user(redis_server, "noscripts", rules, **limits)
     with user, caplog.at_level(logging.INFO, "ratelimits"):
@@ -96,3 +103,4 @@ def test_a_user_refused_all_scripting_gets_one_error_per_breaker_opening(
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, caplog.messages
     assert "ACL denies scripting" in errors[0].getMessage()
+    assert "NOPERM" in errors[0].getMessage()
