@@ -89,7 +89,14 @@ def run_keys(command: BaseCommand, options: dict[str, Any]) -> None:
     if rows:
         command.stdout.write(output.table(headers, rows, numeric=NUMERIC))
     total = sum(u.memory or 0 for u in found)
-    summary = f"{_count_keys(len(found))}, {total:,} bytes."
+    unknown = sum(1 for u in found if u.memory is None)
+    if found and unknown == len(found):
+        size = "memory unknown (MEMORY USAGE refused)"
+    elif unknown:
+        size = f"{total:,} bytes, and memory unknown for {unknown} (MEMORY USAGE refused)"
+    else:
+        size = f"{total:,} bytes"
+    summary = f"{_count_keys(len(found))}, {size}."
     if limit is not None and len(found) >= limit:
         summary += f" Stopped at --limit {limit}; there may be more (--limit 0 for all)."
     command.stdout.write(summary)
@@ -121,7 +128,10 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
     write(f"identity   {_identity_label(name.identity, usernames)}, {kind}")
     write(f"now        {inspection.iso(detail.now_us)} (Redis TIME)")
     write(f"ttl        {output.seconds(detail.ttl)}")
-    write(f"memory     {output.text(detail.memory)} bytes")
+    if detail.memory is None and detail.exists:  # a key that is there has a size
+        write("memory     unknown (MEMORY USAGE refused)")
+    else:
+        write(f"memory     {output.text(detail.memory)} bytes")
     if detail.note:
         write(f"note       {detail.note}")
     decision = detail.decision

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import redis
+
 from ratelimits.engine import keys, limiter
 from ratelimits.engine.decision import Decision
 from ratelimits.engine.policy import CompiledPolicy
@@ -68,6 +70,16 @@ class KeyDetail:
     next_reset: NextReset | None = None
 
 
+def memory_of(node: redis.Redis, key: str) -> int | None:
+    """``MEMORY USAGE`` of ``key``; ``None`` where the server refuses it (an ACL, a
+    managed service): outside the transaction, whose every reply it would take down."""
+    try:
+        found = node.memory_usage(key)
+    except redis.ResponseError:
+        return None
+    return None if found is None else int(found)
+
+
 def inspect(
     client: Client,
     name: keys.KeyName,
@@ -83,7 +95,6 @@ def inspect(
     pipe.time()
     pipe.exists(name.key)
     pipe.pttl(name.key)
-    pipe.memory_usage(name.key)
     pipe.type(name.key)
     if name.algorithm in ("sliding_log", "concurrency"):
         pipe.zrange(name.key, 0, -1, withscores=True)
@@ -98,10 +109,11 @@ def inspect(
         limiter.queue_peek([check], pipe)
     # A foreign value at the key (WRONGTYPE) comes back as an error reply, not an exception:
     # the other replies still describe the key.
-    now, exists, pttl, memory, stored_type, state, *rest = pipe.execute(raise_on_error=False)
-    for reply in (now, exists, pttl, memory, stored_type):
+    now, exists, pttl, stored_type, state, *rest = pipe.execute(raise_on_error=False)
+    for reply in (now, exists, pttl, stored_type):
         if isinstance(reply, Exception):
             raise reply
+    memory = memory_of(connection.node_client(client, name.key), name.key)
     held = rest.pop(0) if lock is not None else (state if name.lock else None)
     foreign = _foreign_type([state, *rest], stored_type.decode(), name.algorithm or "a lockout")
     decision = None

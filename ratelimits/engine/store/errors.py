@@ -137,3 +137,20 @@ def describe(error: BaseException) -> str:
     if wrapped is not None and wrapped.group(1) == code:
         return message[wrapped.start(1) :]
     return f"{code} {message}"
+
+
+def what_went_wrong(error: BaseException) -> str:
+    """What ``error`` says happened, for people: ``did not answer`` only when Redis did
+    not (a timeout, a refused or closed connection); otherwise what it answered."""
+    if isinstance(error, (exceptions.AuthenticationError, exceptions.AuthorizationError)):
+        return "refused the credentials"
+    if isinstance(error, exceptions.ResponseError):
+        code = code_of(error)
+        if code == "NOPERM":
+            return "refused this user a command or key (a permission: see docs/redis.md)"
+        if code == "OOM":
+            return "is full (OOM: maxmemory reached under noeviction)"
+        if code is not None:
+            return f"refused the call for now ({code})"
+        return "answered with an error"
+    return "did not answer"

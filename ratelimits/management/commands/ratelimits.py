@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits.cli import keys, policies, probe
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.tools.identities import IDENTITY_FORMS
 from ratelimits.tools.policy_io import FORMATS
@@ -115,7 +115,7 @@ class Command(BaseCommand):
             run(self, options)
         except connection.REDIS_ERRORS as e:
             where = _redis_location()
-            raise CommandError(f"Redis at {where} did not answer: {e}") from None
+            raise CommandError(f"Redis at {where} {errors.what_went_wrong(e)}: {e}") from None
         except ConfigurationError as e:
             raise CommandError(str(e)) from None
 
