@@ -19,7 +19,7 @@ from ratelimits.admin.usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
 from ratelimits.engine import stats
 from ratelimits.engine.decision import NEAR_LIMIT
-from ratelimits.engine.store import connection, eviction
+from ratelimits.engine.store import connection, errors, eviction
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Dashboard, Policy
 
@@ -66,7 +66,7 @@ class DashboardAdmin(admin.ModelAdmin):
         try:
             series = stats.series(names, minutes=MINUTES)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
-            error = f"Redis did not answer: {e}"
+            error = f"Redis {errors.what_went_wrong(e)}: {e}"
         else:
             memory = _memory()
             clients = nearest_limits()

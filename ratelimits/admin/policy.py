@@ -26,7 +26,7 @@ from ratelimits.admin.widgets import EndpointInput, memory_estimate
 from ratelimits.engine import override_identity
 from ratelimits.engine.periods import NOMINAL_WINDOW
 from ratelimits.engine.stats import denied_since
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Counts, Mode, Policy, PolicyOverride
 from ratelimits.tools.endpoints import UNMATCHED, EndpointIndex
@@ -522,7 +522,7 @@ class PolicyAdmin(admin.ModelAdmin):
             removed = reset_counters(policy.name, who)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             self.message_user(
-                request, f"Redis did not answer; nothing reset ({e}).", messages.ERROR
+                request, f"Redis {errors.what_went_wrong(e)}; nothing reset ({e}).", messages.ERROR
             )
             return None
         scope = f" of {who}" if who else ""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ratelimits.engine.identity import is_hashed
 from ratelimits.engine.policy import CONCURRENCY, CompiledPolicy
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
 from ratelimits.tools import inventory, leases
@@ -94,7 +94,7 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
         held = leases.read(client, [u.name for u in found]) if concurrency else {}
         reset = next_reset(policy, _now_us(client)) if policy.calendar else None
     except (*connection.REDIS_ERRORS, ConfigurationError) as e:
-        return LiveUsage([], 0, False, error=f"Redis did not answer: {e}")
+        return LiveUsage([], 0, False, error=f"Redis {errors.what_went_wrong(e)}: {e}")
     rows = []
     for u in found:
         live = held[u.name.key].live if u.name.key in held else ()
@@ -165,7 +165,7 @@ def nearest_limits() -> NearestLimits:
             client, inventory.known_policies(), count=NEAREST_CLIENTS, scan_limit=SCAN_LIMIT
         )
     except (*connection.REDIS_ERRORS, ConfigurationError) as e:
-        return NearestLimits({}, 0, False, error=f"Redis did not answer: {e}")
+        return NearestLimits({}, 0, False, error=f"Redis {errors.what_went_wrong(e)}: {e}")
     by_policy = {name: [client_row(u) for u in rows] for name, rows in found.items()}
     return NearestLimits(by_policy, keys_read, truncated=keys_read >= SCAN_LIMIT)
 
