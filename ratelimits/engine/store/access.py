@@ -161,7 +161,7 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 def _is_auth(error: BaseException) -> bool:
     for link in _chain(error):
-        if isinstance(link, (redis.AuthenticationError, redis.exceptions.AuthorizationError)):
+        if isinstance(link, errors.CREDENTIALS_REFUSED):
             return True
         text = str(link).upper()
         if any(word in text for word in ("WRONGPASS", "NOAUTH", "INVALID USERNAME-PASSWORD")):

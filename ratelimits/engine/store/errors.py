@@ -139,10 +139,18 @@ def describe(error: BaseException) -> str:
     return f"{code} {message}"
 
 
+#: redis-py's errors for refused credentials (``AuthorizationError`` is not in every version).
+CREDENTIALS_REFUSED: tuple[type[Exception], ...] = tuple(
+    cls
+    for cls in (exceptions.AuthenticationError, getattr(exceptions, "AuthorizationError", None))
+    if cls is not None
+)
+
+
 def what_went_wrong(error: BaseException) -> str:
     """What ``error`` says happened, for people: ``did not answer`` only when Redis did
     not (a timeout, a refused or closed connection); otherwise what it answered."""
-    if isinstance(error, (exceptions.AuthenticationError, exceptions.AuthorizationError)):
+    if isinstance(error, CREDENTIALS_REFUSED):
         return "refused the credentials"
     if isinstance(error, exceptions.ResponseError):
         code = code_of(error)
