@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
-from ratelimits.testutils import RedisClusterServers, free_port
+from ratelimits.testutils import RedisClusterServers, RedisSentinel, RedisServer, free_port
 from tests.helpers import ratelimits_settings
 from tests.tls import Certs, shared_certs, tls_options, tls_server
 
@@ -129,3 +129,52 @@ def test_cluster_options_that_redis_py_does_not_take_are_a_configuration_error(s
     )
     with pytest.raises(ConfigurationError, match="ssl_ca_cert,"):
         connection.new_client(0.1)
+
+
+class TlsSentinel(RedisSentinel):
+    """A sentinel (itself on a plain port) watching a primary's TLS port over TLS, so it
+    names that port to clients."""
+
+    def __init__(self, primary: RedisServer, tls_port: int, certs: Certs, service: str):
+        super().__init__(primary, service)
+        self.tls_port, self.certs = tls_port, certs
+
+    def start(self, timeout: float = 10.0) -> TlsSentinel:
+        conf = self._dir / "sentinel.conf"
+        conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self._dir}\n"
+            f"tls-replication yes\ntls-cert-file {self.certs.client_cert}\n"
+            f"tls-key-file {self.certs.client_key}\ntls-ca-cert-file {self.certs.ca}\n"
+            f"sentinel monitor {self.service} 127.0.0.1 {self.tls_port} 1\n"
+            f"sentinel down-after-milliseconds {self.service} 1000\n"
+        )
+        self._run([self.binary, str(conf), "--sentinel"], timeout)
+        return self
+
+
+def test_behind_sentinel_over_tls_the_async_path_connects_with_tls(
+    client, settings, certs: Certs, policies, caplog
+):
+    """The sentinel names the primary's TLS port; the async path made plain TCP
+    connections there (and dropped the ssl_* settings), so async views were never
+    limited."""
+    with tls_server(certs) as (primary, tls_port):
+        service = f"tls{tls_port}"
+        with TlsSentinel(primary, tls_port, certs, service) as sentinel:
+            settings.DJANGO_REDIS_CONNECTION_FACTORY = "django_redis.pool.SentinelConnectionFactory"
+            settings.CACHES = {
+                "default": {
+                    "BACKEND": "django_redis.cache.RedisCache",
+                    "LOCATION": f"redis://{service}/0",
+                    "OPTIONS": {
+                        "CLIENT_CLASS": "django_redis.client.SentinelClient",
+                        "SENTINELS": [("127.0.0.1", sentinel.port)],
+                        "CONNECTION_POOL_KWARGS": {"ssl": True, "ssl_ca_certs": certs.ca},
+                    },
+                }
+            }
+            settings.RATELIMITS = ratelimits_settings(SOCKET_TIMEOUT=1.0)
+            with caplog.at_level(logging.WARNING, logger="ratelimits"):
+                found = statuses(client)
+    assert found == {"sync": [200, 200, 429], "async": [200, 200, 429]}
+    assert not [r for r in caplog.records if r.name == "ratelimits"]
