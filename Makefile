@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 APP := $(VENV)/.installed-app
 DEV := $(VENV)/.installed-dev
 
-.PHONY: demo test test-postgresql test-redis6 test-floor test-newest bench soak lint format docs clean
+.PHONY: demo test test-postgresql test-redis6 test-valkey test-floor test-newest bench soak lint format docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
