@@ -71,7 +71,18 @@ def test_the_distribution_is_django_ratelimits_with_extras(built: Built) -> None
     django_versions = [
         c for c in meta.get_all("Classifier") if c.startswith("Framework :: Django ::")
     ]
-    assert django_versions == ["Framework :: Django :: 5.2"]
+    # Exactly what CI runs the suite on (.ci/run): Django 5.2 on Python 3.11, Django 6.1 on
+    # the newest Python.
+    assert django_versions == ["Framework :: Django :: 5.2", "Framework :: Django :: 6.1"]
+    pythons = [
+        c
+        for c in meta.get_all("Classifier")
+        if c.startswith("Programming Language :: Python :: 3.")
+    ]
+    assert pythons == [
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.13",
+    ]
 
 
 @pytest.mark.slow

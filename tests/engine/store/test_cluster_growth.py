@@ -378,7 +378,10 @@ def errorstats(cluster: RedisClusterServers, error: str) -> int:
     total = 0
     for node in cluster.running():
         stats = node.client().info("errorstats")
-        total += int(stats.get(f"errorstat_{error}", {}).get("count", 0))
+        found = stats.get(f"errorstat_{error}", {})
+        if isinstance(found, str):  # redis-py before 5.1 leaves "count=3" unparsed
+            found = dict(part.split("=", 1) for part in found.split(","))
+        total += int(found.get("count", 0))
     return total
 
 

@@ -136,9 +136,9 @@ def test_no_free_connection_of_ours_is_not_an_outage(server):
     blocking = redis.BlockingConnectionPool(port=server.port, max_connections=1, timeout=0.05)
     plain = redis.ConnectionPool(port=server.port, max_connections=1)
     for pool in (blocking, plain):
-        held = pool.get_connection()
+        held = pool.get_connection("PING")  # a command name: redis-py before 6 requires one
         try:
-            error = refused(pool.get_connection)
+            error = refused(lambda pool=pool: pool.get_connection("PING"))
         finally:
             pool.release(held)
             pool.disconnect()

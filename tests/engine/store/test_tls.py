@@ -14,7 +14,12 @@ from django.test import AsyncClient
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
-from ratelimits.testutils import RedisClusterServers, RedisSentinel, RedisServer, free_port
+from ratelimits.testutils import (
+    RedisClusterServers,
+    RedisSentinel,
+    RedisServer,
+    free_cluster_port,
+)
 from tests.helpers import ratelimits_settings
 from tests.tls import Certs, shared_certs, tls_options, tls_server
 
@@ -97,7 +102,8 @@ def test_a_cluster_over_tls_with_cluster_options(client, settings, certs: Certs,
     on both paths (``tls-cluster yes``: the nodes announce their TLS ports)."""
     servers = RedisClusterServers()
     for node in servers.nodes:
-        tls = tls_options(certs, free_port(), auth_clients="yes")
+        # The TLS port's bus port is 10,000 above it too (so at most 55535).
+        tls = tls_options(certs, free_cluster_port(), auth_clients="yes")
         node.extra = (*node.extra, *tls, "--tls-cluster", "yes")
     try:
         try:
