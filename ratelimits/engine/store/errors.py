@@ -61,8 +61,10 @@ _CLASSES: tuple[tuple[str, type[Exception]], ...] = tuple(
     if cls is not None
 )
 
-#: An ACL's refusal of a command the script runs, which Redis words without ``NOPERM``.
-_SCRIPT_DENIED = "The user executing the script can't run this command"
+#: An ACL's refusal of a command the script runs, which the server words without
+#: ``NOPERM``: Redis 7 and 6.2, then Valkey ("ACL failure in script: User ... has no
+#: permissions to run the 'zadd' command").
+_SCRIPT_DENIED = ("The user executing the script can't run this command", "ACL failure in script")
 
 #: A command's error inside a Redis 6.2 script error: ``…@user_script: 12: -OOM …``.
 _WRAPPED = re.compile(r"@user_script:? ?\d+: -([A-Z]+) ")
@@ -85,7 +87,7 @@ def code_of(error: BaseException) -> str | None:
     first = message.split(" ", 1)[0]
     if first in UNAVAILABLE_CODES:
         return first
-    if _SCRIPT_DENIED in message:
+    if any(wording in message for wording in _SCRIPT_DENIED):
         return "NOPERM"
     wrapped = _WRAPPED.search(message)
     if wrapped is not None and wrapped.group(1) in UNAVAILABLE_CODES:

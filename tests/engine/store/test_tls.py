@@ -5,6 +5,7 @@ setting only the sync connection understands never failing the async one."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import pytest
@@ -109,8 +110,10 @@ def test_a_cluster_over_tls_with_cluster_options(client, settings, certs: Certs,
         try:
             servers.start()
         except RuntimeError as e:
-            if "wrong number of arguments" not in str(e):
+            if "wrong number of arguments" not in str(e) and "TLS support" not in str(e):
                 raise
+            if os.environ.get("CI") and not os.environ.get("REDIS_SERVER"):
+                raise  # CI's first server must have TLS (as tests/tls.py asks)
             pytest.skip("this redis-server has no TLS")
         tls_nodes = [
             f"rediss://127.0.0.1:{node.extra[node.extra.index('--tls-port') + 1]}"
