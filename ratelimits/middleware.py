@@ -79,14 +79,14 @@ class RateLimitMiddleware:
     def process_view(
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
-        cost = gate.cost_of(view_func)
-        delegated = gate.delegated_scope(view_func, request.method or "")
-        if delegated is None:
-            verdict = gate.check(request, gate.scope_of(view_func), RateLimitMiddleware, cost)
-        else:  # the framework's throttle decides the rest, after its authentication
-            verdict = gate.check(
-                request, delegated or None, RateLimitMiddleware, cost, before_authentication=True
-            )
+        scope, before = gate.middleware_scope(view_func, request.method or "")
+        verdict = gate.check(
+            request,
+            scope,
+            RateLimitMiddleware,
+            gate.cost_of(view_func),
+            before_authentication=before,
+        )
         if verdict is None or verdict.allowed:
             return None
         return responses.throttled(request, verdict)
@@ -95,16 +95,14 @@ class RateLimitMiddleware:
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
         """:meth:`process_view` when the chain is async."""
-        cost = gate.cost_of(view_func)
-        delegated = gate.delegated_scope(view_func, request.method or "")
-        if delegated is None:
-            verdict = await gate.acheck(
-                request, gate.scope_of(view_func), RateLimitMiddleware, cost
-            )
-        else:
-            verdict = await gate.acheck(
-                request, delegated or None, RateLimitMiddleware, cost, before_authentication=True
-            )
+        scope, before = gate.middleware_scope(view_func, request.method or "")
+        verdict = await gate.acheck(
+            request,
+            scope,
+            RateLimitMiddleware,
+            gate.cost_of(view_func),
+            before_authentication=before,
+        )
         if verdict is None or verdict.allowed:
             return None
         return await responses.athrottled(request, verdict)

@@ -56,10 +56,7 @@ def check(
     is then counted, and an attempt over the limit is refused before any credential is
     checked. Such a policy counts a client as it is known before that authentication
     (a session's user, else its address); the framework's throttle decides the rest."""
-    policies = _matching(request, scope, get_table())
-    if before_authentication:
-        policies = [policy for policy in policies if policy.counts == _FAILURES]
-    policies = undecided(request, policies)
+    policies = undecided(request, _matching(request, scope, get_table(), before_authentication))
     if not policies:
         return None
     units = facts.request_cost(cost, request)
@@ -84,10 +81,8 @@ async def acheck(
 ) -> Verdict | None:
     """:func:`check` from a coroutine: the user is loaded with ``request.auser()`` and
     the call is made on the running loop, with no thread in between."""
-    policies = _matching(request, scope, await aget_table())
-    if before_authentication:
-        policies = [policy for policy in policies if policy.counts == _FAILURES]
-    policies = undecided(request, policies)
+    table = await aget_table()
+    policies = undecided(request, _matching(request, scope, table, before_authentication))
     if not policies:
         return None
     if any(p.key_kind in _USER_KINDS or p.overrides is not None for p in policies):
@@ -122,6 +117,17 @@ def undecided(request: Any, policies: list[CompiledPolicy]) -> list[CompiledPoli
             names = {decision.policy for decision in made}
             return [policy for policy in policies if policy.name not in names]
     return policies
+
+
+def middleware_scope(view_func: Any, method: str) -> tuple[str | None, bool]:
+    """What ``RateLimitMiddleware`` decides for a view: ``(scope, before_authentication)``.
+    A view whose framework's throttle decides its policies (:func:`delegated_scope`) gets
+    only its failures policies, before that framework authenticates, by the throttle's
+    scope; any other view all its policies, by the decorator's scope."""
+    delegated = delegated_scope(view_func, method)
+    if delegated is None:
+        return scope_of(view_func), False
+    return delegated or None, True
 
 
 def scope_of(view_func: Any) -> str | None:
@@ -187,13 +193,20 @@ def delegated_scope(view_func: Any, method: str) -> str | None:
     return None
 
 
-def _matching(request: Any, scope: str | None, table: PolicyTable) -> list[CompiledPolicy]:
-    return table.match(
+def _matching(
+    request: Any, scope: str | None, table: PolicyTable, before_authentication: bool = False
+) -> list[CompiledPolicy]:
+    """The policies of ``table`` that ``request`` falls under; ``before_authentication``:
+    only those that count failures (see :func:`check`)."""
+    policies = table.match(
         method=request.method,
         path=request.path,
         scope=scope,
         url_name=facts.url_name(request),
     )
+    if before_authentication:
+        return [policy for policy in policies if policy.counts == _FAILURES]
+    return policies
 
 
 async def _load_user(request: Any) -> None:
