@@ -30,9 +30,7 @@ from bench.common import (
     Section,
     command_delta,
     command_stats,
-    markdown_table,
-    median,
-    ratio,
+    contenders_table,
 )
 
 LIMIT = 1_000_000
@@ -113,28 +111,13 @@ def run(ctx: Context) -> Section:
 
 
 def describe(times: dict[str, list[float]], calls: dict[str, float]) -> str:
-    us = {label: median(runs) for label, runs in times.items()}
-    rows = [
-        [
-            label,
-            f"{us[label]:.1f}",
-            ", ".join(f"{v:.1f}" for v in runs),
-            f"{calls[label]:.2f}" if label not in (LIMITS_HIT, "PING") else "n/a",
-            ratio(us[label], us[BASELINE]),
-            ratio(us[label], us[LIMITS_HIT]),
-        ]
-        for label, runs in times.items()
-    ]
-    table = markdown_table(
-        [
-            "per request",
-            "µs (median)",
-            "runs",
-            "decide calls",
-            f"vs {BASELINE}",
-            f"vs {LIMITS_HIT}",
-        ],
-        rows,
+    table = contenders_table(
+        "per request",
+        times,
+        calls,
+        baseline=BASELINE,
+        anchor=LIMITS_HIT,
+        uncounted=(LIMITS_HIT, "PING"),
     )
     return (
         f"{table}\n\n"

@@ -148,6 +148,35 @@ def markdown_table(header: list[str], rows: Iterable[list[object]]) -> str:
     return "\n".join(lines)
 
 
+def contenders_table(
+    what: str,
+    times: dict[str, list[float]],
+    calls: dict[str, float],
+    *,
+    baseline: str,
+    anchor: str,
+    uncounted: Iterable[str] = (),
+) -> str:
+    """A table of contenders taking turns: per label, µs (the median of its runs, and
+    each run), the decide calls Redis counted per ``what`` (``n/a`` for the ``uncounted``
+    anchors), and ratios to ``baseline`` and to ``anchor``."""
+    us = {label: median(runs) for label, runs in times.items()}
+    skip = set(uncounted)
+    rows = [
+        [
+            label,
+            f"{us[label]:.1f}",
+            ", ".join(f"{v:.1f}" for v in runs),
+            f"{calls[label]:.2f}" if label not in skip else "n/a",
+            ratio(us[label], us[baseline]),
+            ratio(us[label], us[anchor]),
+        ]
+        for label, runs in times.items()
+    ]
+    header = [what, "µs (median)", "runs", "decide calls", f"vs {baseline}", f"vs {anchor}"]
+    return markdown_table(header, rows)
+
+
 def machine_facts(ctx: Context) -> dict[str, str]:
     """Machine, versions and CPU placement, for the report's header."""
     cpu = "unknown"
