@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from ratelimits.engine import limiter
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.http import facts
 from tests.helpers import IDENTITY, create_policy, policy, ratelimits_settings
 
@@ -61,6 +62,17 @@ def rows(client: Any, n: int, address: str = "198.51.100.7") -> Any:
 
 def remaining(response: Any) -> int:
     return int(response["RateLimit"].split(";r=")[1].split(";")[0])
+
+
+def admit(
+    redis_client: Any, p: CompiledPolicy, requests: int, *, start: float, step: float
+) -> None:
+    """Send ``requests`` admissions of ``p``'s client, ``step`` seconds apart from ``start``
+    on a fixed clock, in one pipeline; each must be admitted."""
+    pipe = redis_client.pipeline(transaction=False)
+    for i in range(requests):
+        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=start + i * step)
+    assert all(reply[0] == 1 for reply in pipe.execute())
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -114,10 +126,7 @@ def test_a_denied_heavy_request_on_a_long_log_searches_it_not_reads_it(algorithm
     enough units leave by binary search (O(log n) commands), where reading the log costs
     a millisecond or more."""
     p = policy(algorithm, limit=20_000, window=3600)
-    pipe = redis_client.pipeline(transaction=False)
-    for i in range(20_000):
-        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5000 + i * 0.001)
-    assert all(reply[0] == 1 for reply in pipe.execute())
+    admit(redis_client, p, 20_000, start=5000, step=0.001)
     redis_client.config_resetstat()
     for i in range(50):
         denied = limiter.decide([limiter.Check(p, IDENTITY, cost=15_000)], now=5030 + i).decisions[
@@ -134,14 +143,9 @@ def test_compact_log_at_limit_a_million_does_bounded_work_per_request(redis_clie
     entries: 3.5 ms at 100,000). Now a request reads O(log n) slots and writes one."""
     p = policy("compact_log", limit=1_000_000, window=3600)
     key = p.key_for(IDENTITY)
-    pipe = redis_client.pipeline(transaction=False)
-    for i in range(50_000):
-        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5000 + i * 0.0001)
-    assert all(reply[0] == 1 for reply in pipe.execute())
+    admit(redis_client, p, 50_000, start=5000, step=0.0001)
     redis_client.config_resetstat()
-    for i in range(200):
-        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5010 + i * 0.01)
-    assert all(reply[0] == 1 for reply in pipe.execute())
+    admit(redis_client, p, 200, start=5010, step=0.01)
     usec, calls = decide_usec(redis_client)
     assert calls == 200 and usec / calls < 300, f"{usec / calls:.0f} us a request"
     assert limiter.decide([limiter.Check(p, IDENTITY)], now=5020).decisions[0].count == 50_200
@@ -172,10 +176,7 @@ def test_a_log_that_left_the_window_at_once_is_trimmed_a_little_per_request(redi
     counts are right meanwhile."""
     p = policy("sliding_log", limit=20_000, window=60)
     key = p.key_for(IDENTITY)
-    pipe = redis_client.pipeline(transaction=False)
-    for i in range(20_000):
-        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5000 + i * 0.0001)
-    assert all(reply[0] == 1 for reply in pipe.execute())
+    admit(redis_client, p, 20_000, start=5000, step=0.0001)
     redis_client.config_resetstat()
     decisions = [
         limiter.decide([limiter.Check(p, IDENTITY)], now=5100 + i).decisions[0] for i in range(3)
