@@ -1,0 +1,156 @@
+"""Checks of the ``RATELIMITS`` setting itself: its type, keys and values (E001,
+E002, W003), and ``THROTTLED_VIEW`` (E006)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from ratelimits.conf import DEFAULTS, user_settings
+from ratelimits.engine import keys
+from ratelimits.engine.store import connection
+from ratelimits.http.proxies import parse_network
+
+_POSITIVE_NUMBERS = (
+    "SOCKET_TIMEOUT",
+    "POLICY_REFRESH_INTERVAL",
+    "POLICY_MAX_AGE",
+    "BREAKER_COOLDOWN",
+    "METRICS_FLUSH_INTERVAL",
+)
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    raw = getattr(settings, "RATELIMITS", None)
+    if raw is not None and not isinstance(raw, dict):
+        return [
+            Error(
+                "RATELIMITS must be a dict.",
+                hint="For example RATELIMITS = {'CACHE': 'default'}.",
+                id="ratelimits.E001",
+            )
+        ]
+    errors: list[Any] = []
+    given = user_settings()
+    for name in sorted(set(given) - set(DEFAULTS)):
+        errors.append(
+            Warning(
+                f"RATELIMITS has an unknown setting {name!r}; it is ignored.",
+                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                id="ratelimits.W003",
+            )
+        )
+    value = {**DEFAULTS, **given}
+    problems: list[str] = []
+    if not isinstance(value["KEY_PREFIX"], str) or not keys.PREFIX_PATTERN.match(
+        value["KEY_PREFIX"]
+    ):
+        problems.append("KEY_PREFIX must be 1 to 32 characters from A-Z a-z 0-9 _ . : -")
+    for name in _POSITIVE_NUMBERS:
+        if not _is_number(value[name]) or value[name] <= 0:
+            problems.append(f"{name} must be a number greater than 0")
+    for name in ("NUM_PROXIES", "FAIL_CLOSED_RETRY_AFTER", "LOCAL_DENIALS"):
+        if not _is_integer(value[name]) or value[name] < 0:
+            problems.append(f"{name} must be an integer >= 0")
+    if not _is_integer(value["BREAKER_THRESHOLD"]) or value["BREAKER_THRESHOLD"] < 1:
+        problems.append("BREAKER_THRESHOLD must be an integer >= 1")
+    if not _is_integer(value["MAX_COST"]) or value["MAX_COST"] < 1:
+        problems.append("MAX_COST must be an integer >= 1")
+    if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:
+        problems.append("IPV6_PREFIX must be an integer from 0 to 128")
+    if not _is_number(value["NEAR_LIMIT"]) or not 0 < value["NEAR_LIMIT"] <= 1:
+        problems.append(
+            "NEAR_LIMIT must be a number greater than 0 and at most 1 (a fraction of the "
+            f"limit, such as 0.8), not {value['NEAR_LIMIT']!r}"
+        )
+    problems.extend(_cluster_node_problems(value["CLUSTER_NODES"]))
+    problems.extend(_exempt_network_problems(value["EXEMPT_NETWORKS"]))
+    problems.extend(
+        _exempt_network_problems(value["METRICS_ALLOWED_NETWORKS"], "METRICS_ALLOWED_NETWORKS")
+    )
+    problems.extend(_trusted_proxy_problems(value["TRUSTED_PROXIES"]))
+    errors.extend(
+        Error(
+            f"RATELIMITS: {problem}.",
+            hint="See docs/settings.md: each setting, its default and the values it takes.",
+            id="ratelimits.E002",
+        )
+        for problem in problems
+    )
+    return errors
+
+
+def _exempt_network_problems(networks: Any, name: str = "EXEMPT_NETWORKS") -> list[str]:
+    if not isinstance(networks, (list, tuple)) or not all(isinstance(n, str) for n in networks):
+        return [f"{name} must be a list of networks such as '10.0.0.0/8'"]
+    problems = []
+    for network in networks:
+        try:
+            ipaddress.ip_network(network.strip(), strict=False)
+        except ValueError:
+            problems.append(f"{name}: {network!r} is not an IP address or network")
+    return problems
+
+
+def _trusted_proxy_problems(entries: Any) -> list[str]:
+    if not isinstance(entries, (list, tuple)):
+        return ["TRUSTED_PROXIES must be a list of networks such as '10.0.0.0/8'"]
+    problems = []
+    for entry in entries:
+        try:
+            parse_network(entry)
+        except ValueError as e:
+            problems.append(f"TRUSTED_PROXIES: {e}")
+    return problems
+
+
+def _cluster_node_problems(nodes: Any) -> list[str]:
+    if not isinstance(nodes, (list, tuple)) or not all(isinstance(n, str) for n in nodes):
+        return ["CLUSTER_NODES must be a list of 'redis://host:port' strings"]
+    problems = []
+    for node in nodes:
+        try:
+            connection.parse_node(node)
+        except ValueError as e:
+            problems.append(f"CLUSTER_NODES: {e}")
+    return problems
+
+
+@register()
+def check_throttled_view(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    path = user_settings().get("THROTTLED_VIEW")
+    if path is None:
+        return []
+    problem = None
+    if not isinstance(path, str) or not path:
+        problem = "must be the dotted path of a view, such as 'myapp.views.throttled'"
+    else:
+        try:
+            view = import_string(path)
+        except ImportError as e:
+            problem = f"cannot import {path!r} ({e})"
+        else:
+            if not callable(view):
+                problem = f"{path!r} is not callable"
+    if problem is None:
+        return []
+    return [
+        Error(
+            f"RATELIMITS['THROTTLED_VIEW'] {problem}.",
+            hint="Name a view taking (request, exception), like CSRF_FAILURE_VIEW.",
+            id="ratelimits.E006",
+        )
+    ]
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
