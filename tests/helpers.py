@@ -33,7 +33,7 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
-from ratelimits.tools.policy_io import PolicyFileError, plan_import
+from ratelimits.tools.policy_files import PolicyFileError, plan_import
 
 ROOT = Path(__file__).resolve().parent.parent
 

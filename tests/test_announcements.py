@@ -14,7 +14,7 @@ from django.db import transaction
 
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.signals import policy_changed
-from ratelimits.tools.policy_io import apply_import, plan_import
+from ratelimits.tools.policy_files import apply_import, plan_import
 from tests.helpers import make_policy
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -29,7 +29,7 @@ EXPECTED = (
     "ratelimits/engine/store/scripts.py",
     "ratelimits/http/facts.py",
     "ratelimits/admin/policy.py",
-    "ratelimits/tools/policy_io.py",
+    "ratelimits/tools/policy_files/__init__.py",
     "ratelimits/cli/probe.py",
 )
 

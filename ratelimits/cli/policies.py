@@ -12,7 +12,7 @@ from django.db.models import Count
 from ratelimits.cli import output
 from ratelimits.cli.prompt import confirm
 from ratelimits.models import Policy, PolicyOverride
-from ratelimits.tools import policy_io
+from ratelimits.tools import policy_files
 from ratelimits.tools.endpoints import EndpointIndex
 
 POLICY_COLUMNS = (
@@ -37,7 +37,7 @@ def run_policies(command: BaseCommand, options: dict[str, Any]) -> None:
             matches = index.matches(p.endpoint)
             rows.append(
                 {
-                    **{f: getattr(p, f) for f in policy_io.FIELDS},
+                    **{f: getattr(p, f) for f in policy_files.FIELDS},
                     "rate": p.rate_display,
                     "overrides": p.override_count,
                     "matches_nothing": not matches,
@@ -81,8 +81,8 @@ def run_export(command: BaseCommand, options: dict[str, Any]) -> None:
     fmt = _format(path, options["format"])
     policies = list(Policy.objects.order_by("name"))
     try:
-        document = policy_io.dump_policies(policies, fmt)
-    except policy_io.PolicyFileError as e:
+        document = policy_files.dump_policies(policies, fmt)
+    except policy_files.PolicyFileError as e:
         raise CommandError(f"Nothing exported: {e}") from None
     if path in (None, "-"):
         command.stdout.write(document, ending="")
@@ -106,9 +106,9 @@ def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise CommandError(f"Cannot read {source}: {reason}.") from None
     try:
-        rows = policy_io.parse_document(content, fmt, source)
-        plan = policy_io.plan_import(rows, prune=options["prune"])
-    except policy_io.PolicyFileError as e:
+        rows = policy_files.parse_document(content, fmt, source)
+        plan = policy_files.plan_import(rows, prune=options["prune"])
+    except policy_files.PolicyFileError as e:
         raise CommandError(f"{source} was not imported; nothing changed.\n{e}") from None
     as_json = options["json"]
     if not as_json:
@@ -118,7 +118,7 @@ def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
         if plan.pruned and not options["yes"]:
             names = ", ".join(p.name for p in plan.pruned)
             confirm(f"Delete {len(plan.pruned)} policies missing from {source} ({names})?")
-        policy_io.apply_import(plan)
+        policy_files.apply_import(plan)
     if as_json:
         command.stdout.write(output.as_json(_plan_record(plan, source, applied=applying)))
         return
@@ -138,7 +138,7 @@ def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
     command.stdout.write(summary + ".")
 
 
-def _plan_record(plan: policy_io.ImportPlan, source: str, *, applied: bool) -> dict[str, Any]:
+def _plan_record(plan: policy_files.ImportPlan, source: str, *, applied: bool) -> dict[str, Any]:
     """The import's report for ``--json``: every policy by what happens to it, and per
     policy the overrides created, updated (with the fields) and deleted, as files write
     them (users and groups by name, API keys only as hashes)."""
@@ -147,11 +147,11 @@ def _plan_record(plan: policy_io.ImportPlan, source: str, *, applied: bool) -> d
         if not found.changes:
             continue
         overrides[name] = {
-            "created": [policy_io.override_row(o) for o in found.created],
+            "created": [policy_files.override_row(o) for o in found.created],
             "updated": [
-                {**policy_io.override_row(o), "fields": fields} for o, fields in found.updated
+                {**policy_files.override_row(o), "fields": fields} for o, fields in found.updated
             ],
-            "deleted": [policy_io.override_row(o) for o in found.deleted],
+            "deleted": [policy_files.override_row(o) for o in found.deleted],
         }
     touched = plan.touched_by_overrides()
     return {
@@ -168,7 +168,7 @@ def _plan_record(plan: policy_io.ImportPlan, source: str, *, applied: bool) -> d
     }
 
 
-def _report(command: BaseCommand, plan: policy_io.ImportPlan, *, dry_run: bool) -> None:
+def _report(command: BaseCommand, plan: policy_files.ImportPlan, *, dry_run: bool) -> None:
     """One line per policy, then one per override it creates, updates or deletes."""
     would = "would be " if dry_run else ""
     write = command.stdout.write
@@ -211,6 +211,6 @@ def _override_text(override: PolicyOverride, policy: Policy) -> str:
 
 def _format(path: str | None, explicit: str | None) -> str:
     try:
-        return policy_io.detect_format(path, explicit)
-    except policy_io.PolicyFileError as e:
+        return policy_files.detect_format(path, explicit)
+    except policy_files.PolicyFileError as e:
         raise CommandError(str(e)) from None

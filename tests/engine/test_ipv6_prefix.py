@@ -19,7 +19,12 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.http import facts
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.identities import identity_from_text
-from ratelimits.tools.policy_io import PolicyFileError, dump_policies, parse_document, plan_import
+from ratelimits.tools.policy_files import (
+    PolicyFileError,
+    dump_policies,
+    parse_document,
+    plan_import,
+)
 from tests.helpers import make_policy, ratelimits_settings, search_policy
 
 CLIENT = "2001:db8:5:1:aaaa::9"

@@ -17,7 +17,7 @@ from django.test import Client
 
 from ratelimits.engine import table
 from ratelimits.models import Policy, PolicyOverride
-from ratelimits.tools.policy_io import (
+from ratelimits.tools.policy_files import (
     FORMATS,
     apply_import,
     dump_policies,

@@ -12,7 +12,7 @@ import yaml
 from django.db import IntegrityError
 
 from ratelimits.models import Policy
-from ratelimits.tools.policy_io import (
+from ratelimits.tools.policy_files import (
     FIELDS,
     FORMATS,
     ImportPlan,

@@ -15,7 +15,7 @@ from ratelimits.cli import keys, policies, probe
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.tools.identities import IDENTITY_FORMS
-from ratelimits.tools.policy_io import FORMATS
+from ratelimits.tools.policy_files import FORMATS
 
 SUBCOMMANDS = {
     "policies": policies.run_policies,
