@@ -1,8 +1,10 @@
-"""The admin face: policies with their overrides and live usage (:mod:`~.policy`), and the
-dashboard (:mod:`~.dashboard`, :mod:`~.chart`); :mod:`~.widgets` and :mod:`~.usage` serve
-the policy page. Importing this package registers both model admins."""
+"""The admin face: policies with live usage (:mod:`~.policy`) and their overrides
+(:mod:`~.overrides`), and the dashboard (:mod:`~.dashboard`, :mod:`~.chart`); :mod:`~.forms`,
+:mod:`~.actions`, :mod:`~.changelist`, :mod:`~.widgets` and :mod:`~.usage` serve the policy
+pages. Importing this package registers both model admins."""
 
 from ratelimits.admin.dashboard import DashboardAdmin
-from ratelimits.admin.policy import PolicyAdmin, PolicyOverrideInline
+from ratelimits.admin.overrides import PolicyOverrideInline
+from ratelimits.admin.policy import PolicyAdmin
 
 __all__ = ["DashboardAdmin", "PolicyAdmin", "PolicyOverrideInline"]
