@@ -8,9 +8,9 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.text import capfirst
 
 from ratelimits.admin import usage
+from ratelimits.admin.forms import field_label
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
@@ -62,7 +62,7 @@ def _bulk_set(
     **values: Any,
 ) -> None:
     field, value = next(iter(values.items()))
-    label = capfirst(Policy._meta.get_field(field).verbose_name)  # as the form logs it
+    label = field_label(field)
     targets = [p for p in queryset if getattr(p, field) != value]
     if targets:
         Policy.objects.filter(pk__in=[p.pk for p in targets]).update(**values)

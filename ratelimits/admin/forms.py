@@ -13,6 +13,12 @@ from ratelimits.engine.periods import NOMINAL_WINDOW
 from ratelimits.models import Counts, Mode, Policy
 
 
+def field_label(name: str) -> str:
+    """A policy field's label as the change form shows it, which is the name Django's
+    history logs for a change to it: its verbose name, capitalised."""
+    return capfirst(Policy._meta.get_field(name).verbose_name)
+
+
 class BlankIsZero(forms.IntegerField):
     """A whole number that may be left blank for 0 (``lockout``: none)."""
 
@@ -106,10 +112,7 @@ class PolicyChangelistForm(forms.ModelForm):
     """The changelist's editable row: the mode by its short name, so the select does not
     take a third of the table (the long labels push the last columns out of sight)."""
 
-    mode = forms.ChoiceField(
-        choices=[(m.value, m.value) for m in Mode],
-        label=capfirst(Policy._meta.get_field("mode").verbose_name),  # as the history logs it
-    )
+    mode = forms.ChoiceField(choices=[(m.value, m.value) for m in Mode], label=field_label("mode"))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
