@@ -45,10 +45,11 @@ library. Duplicate keys inside a JSON object are refused; PyYAML's ``safe_load``
 last of duplicate keys in a YAML mapping without a word.
 
 One module per job: :mod:`~.formats` (JSON and YAML text), :mod:`~.document` (a file's
-text to its rows), :mod:`~.schema` (the fields of a row and of an override),
-:mod:`~.planning` and :mod:`~.overrides` (the import plan of the policies and of their
-overrides, kept in :mod:`~.plans`), :mod:`~.apply` (writing a plan), :mod:`~.export`
-(writing a file) and :mod:`~.errors` (how problems are told).
+text to its rows), :mod:`~.schema` (the fields of a row and of an override), :mod:`~.rows`
+(an imported row's values checked), :mod:`~.planning` and :mod:`~.overrides` (the import
+plan of the policies and of their overrides, kept in :mod:`~.plans`), :mod:`~.apply`
+(writing a plan), :mod:`~.export` (writing a file) and :mod:`~.errors` (how problems are
+told).
 """
 
 from ratelimits.tools.policy_files.apply import apply_import

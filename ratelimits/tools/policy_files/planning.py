@@ -3,6 +3,8 @@ validated, and what importing them would change; nothing is written."""
 
 from __future__ import annotations
 
+from collections.abc import Container
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -11,14 +13,8 @@ from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.policy_files.errors import PolicyFileError, describe, validation_lines
 from ratelimits.tools.policy_files.overrides import OverrideTargets, plan_overrides
 from ratelimits.tools.policy_files.plans import ImportPlan, OverridePlan
-from ratelimits.tools.policy_files.schema import (
-    FIELDS,
-    OVERRIDES,
-    REQUIRED_FIELDS,
-    SET_BY,
-    policy_row,
-    type_problem,
-)
+from ratelimits.tools.policy_files.rows import RowValues, policy_defaults, read_row
+from ratelimits.tools.policy_files.schema import FIELDS, OVERRIDES, policy_row
 
 
 def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPlan:
@@ -29,111 +25,138 @@ def plan_import(rows: list[dict[str, Any]], *, prune: bool = False) -> ImportPla
     :mod:`ratelimits.tools.policy_files`). With ``prune``, stored policies missing from
     ``rows`` are to be deleted.
     """
-    existing = {policy.name: policy for policy in Policy.objects.all()}
-    defaults = {name: Policy._meta.get_field(name).get_default() for name in FIELDS}
-    stored_overrides: dict[int, list[PolicyOverride]] = {}
-    if prune or any(isinstance(row, dict) and OVERRIDES in row for row in rows):
-        for override in PolicyOverride.objects.select_related("user", "group").order_by("pk"):
-            stored_overrides.setdefault(override.policy_id, []).append(override)
-    targets = OverrideTargets.named_in(rows)
+    stored = _Stored.read(rows, prune=prune)
     plan = ImportPlan()
-    problems: list[str] = []
     first_row: dict[str, int] = {}
-
+    problems: list[str] = []
     for number, row in enumerate(rows, start=1):
-        if not isinstance(row, dict):
-            problems.append(
-                f"row {number}: expected a mapping of field names to values, not {describe(row)}."
-            )
-            continue
-        name = row.get("name")
-        label = f"row {number}"
-        if isinstance(name, str) and name:
-            label += f" ({name})" if name.isprintable() else f" ({name!r})"
-        row_problems: list[str] = []
-        bad: set[str] = set()
-
-        unknown = [key for key in row if key not in FIELDS and key != OVERRIDES]
-        if unknown:
-            row_problems.append(
-                f"unknown field(s) {', '.join(map(repr, unknown))}; "
-                f"the fields are {', '.join(FIELDS)}, {OVERRIDES}."
-            )
-        for required in REQUIRED_FIELDS:
-            if required in row:
-                continue
-            if row.get(SET_BY.get(required, "")):  # a calendar period: the model sets it
-                bad.add(required)  # not validated: the calendar's own check says enough
-            else:
-                needed = f" (or give a {SET_BY[required]})" if required in SET_BY else ""
-                row_problems.append(f"{required}: this field is required{needed}.")
-                bad.add(required)
-        values: dict[str, Any] = {}
-        for fname in FIELDS:
-            if fname not in row:
-                if fname not in REQUIRED_FIELDS:
-                    values[fname] = defaults[fname]
-                continue
-            problem = type_problem(fname, row[fname])
-            if problem:
-                row_problems.append(f"{fname}: {problem}")
-                bad.add(fname)
-            else:
-                values[fname] = row[fname]
-
-        duplicate = False
-        if "name" not in bad:
-            if name in first_row:
-                row_problems.append(
-                    f"name: {name!r} is also the name of row {first_row[name]}; "
-                    "names must be unique."
-                )
-                duplicate = True
-            else:
-                first_row[name] = number
-
-        stored = None if duplicate or "name" in bad else existing.get(name)
-        if stored is not None:
-            policy = stored
-            before = policy_row(stored)
-        else:
-            policy = Policy()
-            before = None
-        for fname, value in values.items():
-            setattr(policy, fname, value)
-        exclude = set(bad)
-        if duplicate:
-            exclude.add("name")  # validated with its first row
-        try:
-            policy.full_clean(exclude=sorted(exclude) or None)
-        except ValidationError as e:
-            row_problems.extend(validation_lines(e))
-
-        overrides = None
-        if OVERRIDES in row:
-            stored_list = stored_overrides.get(stored.pk, []) if stored is not None else []
-            overrides, found = plan_overrides(row[OVERRIDES], policy, stored_list, targets)
-            row_problems.extend(found)
-
-        if row_problems:
-            problems.extend(f"{label}: {problem}" for problem in row_problems)
-            continue
-        if before is None:
-            plan.created.append(policy)
-        else:
-            changed = [fname for fname in FIELDS if getattr(policy, fname) != before[fname]]
-            if changed:
-                plan.updated.append((policy, changed))
-            else:
-                plan.unchanged.append(policy)
-        if overrides is not None:
-            plan.overrides[policy.name] = overrides
-
+        problems.extend(_plan_row(plan, number, row, stored, first_row))
     if problems:
         raise PolicyFileError(problems)
     if prune:
-        plan.pruned = [policy for name, policy in sorted(existing.items()) if name not in first_row]
-        for policy in plan.pruned:
-            if stored_overrides.get(policy.pk):
-                plan.overrides[policy.name] = OverridePlan(deleted=stored_overrides[policy.pk])
+        _plan_pruning(plan, stored, named=first_row.keys())
     return plan
+
+
+@dataclass
+class _Stored:
+    """What an import compares its rows with, each read once: the stored policies by name,
+    their overrides by policy, the users and groups the file names, the model's defaults."""
+
+    policies: dict[str, Policy]
+    overrides: dict[int, list[PolicyOverride]]
+    targets: OverrideTargets
+    defaults: dict[str, Any]
+
+    @classmethod
+    def read(cls, rows: list[Any], *, prune: bool) -> _Stored:
+        policies = {policy.name: policy for policy in Policy.objects.all()}
+        overrides: dict[int, list[PolicyOverride]] = {}
+        if prune or any(isinstance(row, dict) and OVERRIDES in row for row in rows):
+            for override in PolicyOverride.objects.select_related("user", "group").order_by("pk"):
+                overrides.setdefault(override.policy_id, []).append(override)
+        return cls(policies, overrides, OverrideTargets.named_in(rows), policy_defaults())
+
+    def overrides_of(self, policy: Policy | None) -> list[PolicyOverride]:
+        return self.overrides.get(policy.pk, []) if policy is not None else []
+
+
+def _plan_row(
+    plan: ImportPlan, number: int, row: Any, stored: _Stored, first_row: dict[str, int]
+) -> list[str]:
+    """Add row ``number`` to ``plan`` if it is valid; else its problems, each after its label."""
+    if not isinstance(row, dict):
+        return [f"row {number}: expected a mapping of field names to values, not {describe(row)}."]
+    name = row.get("name")
+    read = read_row(row, stored.defaults)
+    duplicate = _is_duplicate_name(name, number, read, first_row)
+    existing = None if duplicate or "name" in read.bad else stored.policies.get(name)
+    policy, before = _policy_of_row(existing, read)
+    read.problems.extend(_model_problems(policy, read, duplicate=duplicate))
+    overrides = _row_overrides(row, policy, existing, stored, read)
+    if read.problems:
+        label = _row_label(number, name)
+        return [f"{label}: {problem}" for problem in read.problems]
+    _add_policy(plan, policy, before)
+    if overrides is not None:
+        plan.overrides[policy.name] = overrides
+    return []
+
+
+def _row_label(number: int, name: Any) -> str:
+    """``row 3 (login)``: how problems name a row, its name shown when it has one."""
+    label = f"row {number}"
+    if isinstance(name, str) and name:
+        label += f" ({name})" if name.isprintable() else f" ({name!r})"
+    return label
+
+
+def _is_duplicate_name(name: Any, number: int, read: RowValues, first_row: dict[str, int]) -> bool:
+    """Whether an earlier row has the (valid) ``name``, a problem then; else the name is
+    recorded as row ``number``'s."""
+    if "name" in read.bad:
+        return False
+    if name in first_row:
+        read.problems.append(
+            f"name: {name!r} is also the name of row {first_row[name]}; names must be unique."
+        )
+        return True
+    first_row[name] = number
+    return False
+
+
+def _policy_of_row(
+    existing: Policy | None, read: RowValues
+) -> tuple[Policy, dict[str, Any] | None]:
+    """The policy a row describes (the stored one or a new one, with the row's values) and the
+    stored fields before (``None`` for a new policy)."""
+    policy = existing if existing is not None else Policy()
+    before = policy_row(existing) if existing is not None else None
+    for name, value in read.values.items():
+        setattr(policy, name, value)
+    return policy, before
+
+
+def _model_problems(policy: Policy, read: RowValues, *, duplicate: bool) -> list[str]:
+    """The model's ``full_clean()`` of ``policy``, but for the fields the row got wrong."""
+    exclude = set(read.bad)
+    if duplicate:
+        exclude.add("name")  # validated with its first row
+    try:
+        policy.full_clean(exclude=sorted(exclude) or None)
+    except ValidationError as e:
+        return validation_lines(e)
+    return []
+
+
+def _row_overrides(
+    row: dict[str, Any], policy: Policy, existing: Policy | None, stored: _Stored, read: RowValues
+) -> OverridePlan | None:
+    """The plan of the row's ``overrides``, their problems added to ``read``; ``None`` when
+    the row leaves the policy's overrides alone."""
+    if OVERRIDES not in row:
+        return None
+    stored_overrides = stored.overrides_of(existing)
+    overrides, problems = plan_overrides(row[OVERRIDES], policy, stored_overrides, stored.targets)
+    read.problems.extend(problems)
+    return overrides
+
+
+def _add_policy(plan: ImportPlan, policy: Policy, before: dict[str, Any] | None) -> None:
+    """``policy`` in ``plan`` as created, updated (with the fields that change) or unchanged."""
+    if before is None:
+        plan.created.append(policy)
+        return
+    changed = [name for name in FIELDS if getattr(policy, name) != before[name]]
+    if changed:
+        plan.updated.append((policy, changed))
+    else:
+        plan.unchanged.append(policy)
+
+
+def _plan_pruning(plan: ImportPlan, stored: _Stored, *, named: Container[str]) -> None:
+    """The stored policies no row names are to be deleted, with their overrides."""
+    plan.pruned = [policy for name, policy in sorted(stored.policies.items()) if name not in named]
+    for policy in plan.pruned:
+        if stored.overrides.get(policy.pk):
+            plan.overrides[policy.name] = OverridePlan(deleted=stored.overrides[policy.pk])
