@@ -30,6 +30,7 @@ from ratelimits.engine import keys, limiter
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.identity import header_identity, meta_key
 from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.reminders import Reminder
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
@@ -432,3 +433,24 @@ def worker_line(worker: subprocess.Popen[str], changed: float | None = None) -> 
     if changed is not None:
         assert float(fields[-1]) < changed, ("a check after the change missed it", line, changed)
     return fields
+
+
+# --- warnings said again each minute -------------------------------------------------------
+
+
+class ManualClock:
+    """A monotonic clock the test moves by hand (``clock.now += 60``)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def remind_on(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> ManualClock:
+    """Put a fresh :class:`Reminder` on a clock the test moves in ``module.name``; the
+    clock."""
+    clock = ManualClock()
+    monkeypatch.setattr(module, name, Reminder(clock=clock))
+    return clock
