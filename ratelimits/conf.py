@@ -16,7 +16,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 DEFAULTS: dict[str, Any] = {
-    # Alias of the django-redis cache whose server holds the counters.
+    # Alias of the django-redis (or django-valkey) cache whose server holds the counters.
     "CACHE": "default",
     # Startup nodes ("redis://host:port") of a Redis Cluster to use instead of CACHE.
     "CLUSTER_NODES": [],
@@ -60,8 +60,8 @@ DEFAULTS: dict[str, Any] = {
     # counted (ratelimits_near_limit_total, the dashboard) and sent as request_near_limit.
     "NEAR_LIMIT": 0.8,
     # The largest cost a view may ask for (ratelimit_cost, the decorator's cost, ninja's
-    # cost); a larger one is refused, logged once per view, and the policies' own costs
-    # apply, as for a cost that is not a whole number. A cost no longer costs Redis
+    # cost); a larger one is refused, logged once a minute per view, and the policies'
+    # own costs apply, as for a cost that is not a whole number. A cost no longer costs Redis
     # anything (one entry whatever it is): this bounds what a client can make a view ask
     # for when the cost comes from its request (a batch's size). 1,000 is above the
     # batches and pages APIs usually accept and far below the limits it would matter

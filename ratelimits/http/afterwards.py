@@ -27,6 +27,7 @@ from asgiref.sync import SyncToAsync
 
 from ratelimits.engine.limiter import give_back
 from ratelimits.engine.receipt import Receipt
+from ratelimits.engine.reminders import Reminder
 
 logger = logging.getLogger("ratelimits")
 
@@ -144,8 +145,8 @@ def _give_back_all(receipts: list[tuple[Receipt, Outcome | None]], status: int |
         give_back(receipt, status if outcome is None else outcome())
 
 
-#: Policies already warned about (one warning per name and process).
-_warned: set[str] = set()
+#: Policies warned about (again each minute, per name).
+_unseen = Reminder()
 
 
 def _warn_unseen(receipts: list[Receipt]) -> None:
@@ -153,13 +154,14 @@ def _warn_unseen(receipts: list[Receipt]) -> None:
         check.policy.name
         for receipt in receipts
         for check in receipt.checks
-        if check.policy.counts != "all" and check.policy.name not in _warned
+        if check.policy.counts != "all"
     }
-    if names:
-        _warned.update(names)
+    due = sorted(name for name in names if _unseen.due(name))
+    if due:
         logger.warning(
             "ratelimits: no face saw the status of a response under %s, so its units stay "
             "spent: add ratelimits.middleware.RateLimitMiddleware to MIDDLEWARE (a "
-            "django-ninja operation's status is seen only there).",
-            ", ".join(sorted(names)),
+            "django-ninja operation's status is seen only there). Repeated every minute "
+            "while it lasts.",
+            ", ".join(due),
         )

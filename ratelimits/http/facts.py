@@ -24,6 +24,7 @@ from ratelimits.engine.identity import (
     user_identity,
 )
 from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.reminders import Reminder
 from ratelimits.http.proxies import client_ip  # every face reads the address here
 
 logger = logging.getLogger("ratelimits")
@@ -122,10 +123,9 @@ def policy_identity(request: Any, policy: CompiledPolicy) -> str | None:
     )
 
 
-#: Views whose cost above ``MAX_COST`` was logged by this process (bounded: the names come
-#: from the URLconf, but a process logs at most this many).
-_warned_max_cost: set[str] = set()
-_WARNED_MAX_COST_SIZE = 1000
+#: Views whose cost above ``MAX_COST`` was logged (again each minute; the names come from
+#: the URLconf, and a reminder remembers a bounded number of them).
+_max_cost = Reminder()
 
 
 def request_cost(cost: Any, request: Any) -> int | None:
@@ -134,8 +134,8 @@ def request_cost(cost: Any, request: Any) -> int | None:
 
     A cost that is not a whole number of at least 1 (or a callable that raises) is logged
     and the policies' own costs apply: a view's bug never turns into a 500. A cost above
-    ``RATELIMITS["MAX_COST"]`` is refused the same way, logged once per view in a process
-    (the client may choose it: a flood of them must not flood the log)."""
+    ``RATELIMITS["MAX_COST"]`` is refused the same way, logged at most once a minute per
+    view (the client may choose it: a flood of them must not flood the log)."""
     if cost is None:
         return None
     try:
@@ -147,11 +147,11 @@ def request_cost(cost: Any, request: Any) -> int | None:
         if value <= app_settings.MAX_COST:
             return value
         view = _view_name(cost, request)
-        if view not in _warned_max_cost and len(_warned_max_cost) < _WARNED_MAX_COST_SIZE:
-            _warned_max_cost.add(view)
+        if _max_cost.due(view):
             logger.warning(
                 "ratelimits: view %s asked for a cost of %d, above RATELIMITS['MAX_COST'] "
-                "(%d); refused, its policies' own costs apply (logged once per view).",
+                "(%d); refused, its policies' own costs apply (repeated every minute per "
+                "view while such costs come).",
                 view,
                 value,
                 app_settings.MAX_COST,

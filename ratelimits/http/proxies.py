@@ -12,8 +12,12 @@
   the site); ``Forwarded`` is not read.
 - Else ``REMOTE_ADDR``. While no proxy is trusted, a process notes whether its first
   :data:`NOTICE_SAMPLE` requests come from private or loopback addresses carrying a
-  forwarding header, and logs one warning when most do: the site is behind a proxy that
-  nobody told it about, and every client shares the proxy's counter.
+  forwarding header, and logs a warning when most do: the site is behind a proxy that
+  nobody told it about, and every client shares the proxy's counter. It then goes on
+  noting, and warns again each minute, as long as most do.
+
+Both warnings are misconfigurations that last: each is said at most once a minute while
+it does (:mod:`ratelimits.engine.reminders`), not once per process.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from django.core.signals import setting_changed
 
 from ratelimits.conf import app_settings
+from ratelimits.engine.reminders import Reminder
 from ratelimits.http.forwarded import Address, forwarded_for, parse_node, walk, x_forwarded_for
 
 logger = logging.getLogger("ratelimits")
@@ -104,7 +109,7 @@ def _behind_trusted_proxies(meta: dict[str, Any], remote: str) -> str:
         if value
     ]
     if len(found) == 2 and found[0] != found[1]:
-        _warn_once_of_disagreement()
+        _warn_of_disagreement()
         return ""
     client = found[0]
     return remote if client is None else str(client)
@@ -122,26 +127,29 @@ def _by_hop_count(xff: Any, remote: str, proxies: int) -> str:
     return remote if address is None else str(address)
 
 
-_disagreement_logged = False
+#: The two warnings of this module, each said at most once a minute.
+_reminders = Reminder()
+_DISAGREEMENT = "disagreeing headers"
+_UNTRUSTED_PROXY = "a proxy nobody trusts"
 
 
-def _warn_once_of_disagreement() -> None:
-    global _disagreement_logged
-    if not _disagreement_logged:
-        _disagreement_logged = True
+def _warn_of_disagreement() -> None:
+    if _reminders.due(_DISAGREEMENT):
         logger.warning(
             "ratelimits: a request from a trusted proxy carried X-Forwarded-For and "
             "Forwarded naming different clients; it counts as ip:unknown (one counter for "
             "every such request). Have the proxies write one of the headers and remove "
-            'the other (nginx: proxy_set_header Forwarded "";). Logged once per process.'
+            'the other (nginx: proxy_set_header Forwarded "";). Repeated every minute '
+            "while such requests come."
         )
 
 
 class _PrivateSenderNotice:
-    """Counts, over a process's first :data:`NOTICE_SAMPLE` requests while no proxy is
-    trusted, those from a private or loopback ``REMOTE_ADDR`` that carry a forwarding
-    header; logs one warning when they are most. Two integer increments a request while
-    open, one attribute read after (races only blur the counts)."""
+    """Counts, over samples of :data:`NOTICE_SAMPLE` requests while no proxy is trusted,
+    those from a private or loopback ``REMOTE_ADDR`` that carry a forwarding header. A
+    sample where they are most warns (at most once a minute) and another sample follows;
+    the first where they are not closes the notice. Two integer increments a request
+    while open, one attribute read after (races only blur the counts)."""
 
     def __init__(self) -> None:
         self.open = True
@@ -156,16 +164,19 @@ class _PrivateSenderNotice:
                 self.proxied += 1
         if self.seen < NOTICE_SAMPLE:
             return
-        self.open = False
-        if 2 * self.proxied > self.seen:
+        seen, proxied, self.seen, self.proxied = self.seen, self.proxied, 0, 0
+        if 2 * proxied <= seen:
+            self.open = False
+        elif _reminders.due(_UNTRUSTED_PROXY):
             logger.warning(
-                "ratelimits: %d of this process's first %d requests came from private or "
-                "loopback addresses with X-Forwarded-For or Forwarded, and no proxy is "
+                "ratelimits: %d of %d requests in a row to this process came from private "
+                "or loopback addresses with X-Forwarded-For or Forwarded, and no proxy is "
                 "trusted: every client behind that proxy shares one counter (and one "
                 "exemption). Set RATELIMITS['TRUSTED_PROXIES'] to the proxies' networks "
-                '(see docs/settings.md, "Client addresses behind proxies").',
-                self.proxied,
-                self.seen,
+                '(see docs/settings.md, "Client addresses behind proxies"). Repeated '
+                "every minute while they come.",
+                proxied,
+                seen,
             )
 
 
@@ -173,12 +184,12 @@ _notice = _PrivateSenderNotice()
 
 
 def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
-    global _notice, _disagreement_logged
+    global _notice
     if setting == "RATELIMITS":
         trusted_networks.cache_clear()
         is_trusted.cache_clear()
         _notice = _PrivateSenderNotice()
-        _disagreement_logged = False
+        _reminders.clear()
 
 
 setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.http.proxies")

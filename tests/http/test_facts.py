@@ -5,6 +5,7 @@ themselves: tests/engine/test_identity.py."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from tests.helpers import (
     assert_bounded,
     header_policy,
     make_policy,
+    remind_on,
     search_policy,
     user_policy,
 )
@@ -349,3 +351,28 @@ def test_checks_for_applies_an_override_of_the_address() -> None:
     assert facts.checks_for(request(REMOTE_ADDR="192.0.2.1"), policies) == []
     (other,) = facts.checks_for(request(REMOTE_ADDR="203.0.113.1"), policies)
     assert other.policy.limit == 5
+
+
+# --- request_cost: a cost above MAX_COST -------------------------------------------------------
+
+
+def test_a_cost_above_max_cost_is_said_again_each_minute_per_view(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = remind_on(monkeypatch, facts, "_max_cost")
+
+    def export(request: Any) -> int:
+        return 5_000
+
+    def said() -> list[str]:
+        assert facts.request_cost(export, request()) is None  # refused: the policies' costs
+        return [m for m in caplog.messages if "MAX_COST" in m]
+
+    with override_settings(RATELIMITS={"MAX_COST": 1000}), caplog.at_level(logging.WARNING):
+        assert len(said()) == 1
+        clock.now += 59.9
+        assert len(said()) == 1
+        clock.now += 0.1
+        assert len(said()) == 2
+        assert len(said()) == 2
+    assert "export" in caplog.messages[-1] and "repeated every minute" in caplog.messages[-1]

@@ -19,7 +19,7 @@ from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.http import proxies
 from ratelimits.http.facts import client_ip
 from ratelimits.http.forwarded import forwarded_for, parse_node, walk, x_forwarded_for
-from tests.helpers import ratelimits_settings
+from tests.helpers import ratelimits_settings, remind_on
 
 PROXY = "10.0.0.2"
 CLIENT = "198.51.100.7"
@@ -327,7 +327,7 @@ def test_most_requests_from_a_private_proxy_log_one_warning(
         requests_from("10.0.0.2", proxies.NOTICE_SAMPLE, HTTP_X_FORWARDED_FOR=CLIENT)
         requests_from("10.0.0.2", proxies.NOTICE_SAMPLE, HTTP_X_FORWARDED_FOR=CLIENT)
     (message,) = notices(caplog)
-    assert f"{proxies.NOTICE_SAMPLE} of this process's first {proxies.NOTICE_SAMPLE}" in message
+    assert f"{proxies.NOTICE_SAMPLE} of {proxies.NOTICE_SAMPLE} requests in a row" in message
     assert "TRUSTED_PROXIES" in message
 
 
@@ -364,3 +364,40 @@ def test_disagreeing_headers_log_once(caplog: pytest.LogCaptureFixture) -> None:
         for _ in range(3):
             assert client_ip(meta(HTTP_X_FORWARDED_FOR=CLIENT, HTTP_FORWARDED="for=6.6.6.6")) == ""
     assert sum("naming different clients" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_disagreeing_headers_are_said_again_each_minute(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = remind_on(monkeypatch, proxies, "_reminders")
+
+    def said() -> int:
+        client_ip(meta(HTTP_X_FORWARDED_FOR=CLIENT, HTTP_FORWARDED="for=6.6.6.6"))
+        return sum("naming different clients" in m for m in caplog.messages)
+
+    with override_settings(RATELIMITS=TRUSTED), caplog.at_level(logging.WARNING):
+        assert said() == 1
+        clock.now += 59.9
+        assert said() == 1
+        clock.now += 0.1
+        assert said() == 2
+        assert said() == 2
+    assert "Repeated every minute" in caplog.messages[-1]
+
+
+def test_a_proxy_nobody_trusts_is_said_again_each_minute_while_most_requests_come_through_it(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = remind_on(monkeypatch, proxies, "_reminders")
+    with override_settings(RATELIMITS=ratelimits_settings()), caplog.at_level(logging.WARNING):
+        requests_from("10.0.0.2", 3 * proxies.NOTICE_SAMPLE, HTTP_X_FORWARDED_FOR=CLIENT)
+        assert len(notices(caplog)) == 1
+        clock.now += 60
+        requests_from("10.0.0.2", proxies.NOTICE_SAMPLE, HTTP_X_FORWARDED_FOR=CLIENT)
+        assert len(notices(caplog)) == 2
+        # A sample where most requests are direct ends the looking, as at the start.
+        requests_from("93.184.216.34", proxies.NOTICE_SAMPLE)
+        clock.now += 60
+        requests_from("10.0.0.2", proxies.NOTICE_SAMPLE, HTTP_X_FORWARDED_FOR=CLIENT)
+    assert len(notices(caplog)) == 2
+    assert "Repeated every minute" in notices(caplog)[-1]
