@@ -32,6 +32,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.sentinel import SentinelConnectionPool
 
+from ratelimits.engine.reminders import Reminder
 from ratelimits.engine.store import caller, commands, errors
 from ratelimits.engine.store.commands import DecideCall, Recovery
 
@@ -202,7 +203,7 @@ def _connection_factory(pool: redis.ConnectionPool) -> AsyncConnectionFactory | 
     ``None`` when its connection class has no async twin. A Sentinel-managed pool's
     connections are TLS ones when its own are. Settings the async connection does not
     take (``ssl_validate_ocsp``, ``ssl_ocsp_*``: sync only) are left out, with a warning
-    naming them once per process."""
+    naming them as connections are made (at most once a minute)."""
     sentinel = isinstance(pool, SentinelConnectionPool)
     if sentinel:
         tls = issubclass(pool.connection_class, redis.connection.SSLConnection)
@@ -221,13 +222,14 @@ def _connection_factory(pool: redis.ConnectionPool) -> AsyncConnectionFactory | 
     }
     taken = accepted(twin)
     kwargs = {key: value for key, value in wanted.items() if key in taken}
-    _warn_dropped(sorted(key for key in wanted if key not in taken), twin)
+    dropped = sorted(key for key in wanted if key not in taken)
     kwargs["retry"] = Retry(NoBackoff(), 0)
     if sentinel:
         assert isinstance(pool, SentinelConnectionPool)
         make = twin
 
         async def primary() -> aconnection.AbstractConnection:
+            _warn_dropped(dropped, make)
             host, port = await asyncio.to_thread(pool.get_master_address)
             return make(**{**kwargs, "host": host, "port": port})
 
@@ -235,6 +237,7 @@ def _connection_factory(pool: redis.ConnectionPool) -> AsyncConnectionFactory | 
     found = twin
 
     async def plain() -> aconnection.AbstractConnection:
+        _warn_dropped(dropped, found)
         return found(**kwargs)
 
     return plain
@@ -259,18 +262,20 @@ def accepted(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
-_warned: set[str] = set()
+#: The settings async connections were made without (said again each minute).
+_dropped = Reminder()
 
 
 def _warn_dropped(names: list[str], cls: type) -> None:
-    """One warning per process for each setting an async connection cannot take."""
-    new = [name for name in names if name not in _warned]
-    if new:
-        _warned.update(new)
+    """A warning naming the settings an async connection cannot take, each at most once
+    a minute."""
+    due = [name for name in names if _dropped.due(name)]
+    if due:
         logger.warning(
             "ratelimits: the cache's connection settings %s are not taken by redis-py's "
-            "async connections (%s.%s); async views connect without them.",
-            ", ".join(new),
+            "async connections (%s.%s); async views connect without them. Repeated every "
+            "minute while the settings stay.",
+            ", ".join(due),
             cls.__module__,
             cls.__qualname__,
         )
@@ -308,4 +313,4 @@ def reset() -> None:
     """Forget every caller (the clients were replaced); connections close as they go."""
     with _lock:
         _by_loop.clear()
-        _warned.clear()
+    _dropped.clear()
