@@ -1,5 +1,6 @@
-"""Checks of the installation: the cache the counters live in (E003, E004), the Lua
-code (E005), and the faces in ``MIDDLEWARE`` and DRF's settings (W001, W002, W004)."""
+"""Checks of the installation: the cache the counters live in (E003, E004: django-redis or
+django-valkey), the Lua code (E005), and the faces in ``MIDDLEWARE`` and DRF's settings
+(W001, W002, W004)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from django.utils.module_loading import import_string
 
 from ratelimits.checks.names import (
     DJANGO_REDIS_BACKEND,
+    DJANGO_VALKEY_ASYNC_BACKEND,
+    DJANGO_VALKEY_BACKEND,
+    DJANGO_VALKEY_CLUSTER_BACKEND,
     LIMITER_MIDDLEWARE_PATH,
     MIDDLEWARE_PATH,
     THROTTLE_PATH,
@@ -31,21 +35,41 @@ def check_cache(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         return [
             Error(
                 f"RATELIMITS['CACHE'] is {alias!r}, but CACHES has no such alias.",
-                hint=f"Add a django-redis cache named {alias!r} to CACHES, or point "
-                "RATELIMITS['CACHE'] at one.",
+                hint=f"Add a django-redis or django-valkey cache named {alias!r} to CACHES, "
+                "or point RATELIMITS['CACHE'] at one.",
                 id="ratelimits.E003",
             )
         ]
     backend = caches_setting[alias].get("BACKEND", "")
-    if not _is_django_redis(backend):
-        return [
-            Error(
-                f"The cache {alias!r} uses {backend!r}, which is not django-redis.",
-                hint=f"Use BACKEND '{DJANGO_REDIS_BACKEND}' for the cache ratelimits uses.",
-                id="ratelimits.E004",
-            )
-        ]
-    return []
+    if _is_subclass(backend, DJANGO_REDIS_BACKEND) or _is_subclass(backend, DJANGO_VALKEY_BACKEND):
+        return []
+    return [
+        Error(
+            f"The cache {alias!r} uses {backend!r}, which is neither django-redis nor "
+            "django-valkey's synchronous cache.",
+            hint=_cache_hint(backend),
+            id="ratelimits.E004",
+        )
+    ]
+
+
+def _cache_hint(backend: str) -> str:
+    """What to use instead of ``backend``, said for the caches people try."""
+    if _is_subclass(backend, DJANGO_VALKEY_CLUSTER_BACKEND):
+        return (
+            "The limiter talks to a cluster itself: set RATELIMITS['CLUSTER_NODES'] to the "
+            "cluster's nodes (docs/cluster.md) instead of naming this cache."
+        )
+    if _is_subclass(backend, DJANGO_VALKEY_ASYNC_BACKEND):
+        return (
+            f"Add a cache with BACKEND '{DJANGO_VALKEY_BACKEND}' and the same LOCATION and "
+            "OPTIONS, and name it in RATELIMITS['CACHE']: the limiter copies its settings "
+            "and still decides async views on redis.asyncio."
+        )
+    return (
+        f"Use BACKEND '{DJANGO_REDIS_BACKEND}' (django-redis) or '{DJANGO_VALKEY_BACKEND}' "
+        "(django-valkey) for the cache ratelimits uses."
+    )
 
 
 @register()
@@ -128,12 +152,12 @@ def _decorator_in_use() -> bool:
     return False
 
 
-def _is_django_redis(backend: str) -> bool:
-    if backend == DJANGO_REDIS_BACKEND:
+def _is_subclass(backend: str, wanted: str) -> bool:
+    """Whether the cache backend ``backend`` is ``wanted`` or a subclass of it (``False``
+    when either cannot be imported: the library is not installed)."""
+    if backend == wanted:
         return True
     try:
-        from django_redis.cache import RedisCache
-
-        return issubclass(import_string(backend), RedisCache)
+        return issubclass(import_string(backend), import_string(wanted))
     except (ImportError, TypeError):
         return False

@@ -57,7 +57,7 @@ def _can_evict(memory: eviction.Memory) -> Warning:
         f"evicted {evicted} keys since it started.",
         hint="Give the counters a Redis of their own with maxmemory-policy noeviction "
         "(full, it refuses writes and each policy's fail mode applies); RATELIMITS['CACHE'] "
-        "names a django-redis cache on it. Every ratelimits key has a TTL, so the "
+        "names a django-redis or django-valkey cache on it. Every ratelimits key has a TTL, so the "
         "volatile-* policies evict them too. A logical database (/1) of the cache's Redis "
         "shares that server's maxmemory and policy. See docs/failures.md.",
         id="ratelimits.W030",
