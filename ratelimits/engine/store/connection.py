@@ -1,4 +1,5 @@
-"""The limiter's Redis client: from a django-redis cache alias, or a Redis Cluster.
+"""The limiter's Redis client: from a django-redis or django-valkey cache alias, or a
+Redis Cluster.
 
 The limiter keeps its own connection pool, built from the cache's connection settings
 but with the short ``SOCKET_TIMEOUT`` and no retries, so a slow or dead Redis costs
@@ -31,7 +32,7 @@ from redis.retry import Retry
 from redis.sentinel import SentinelConnectionPool
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.store import async_caller, caller, failover
+from ratelimits.engine.store import async_caller, cache_pool, caller, failover
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.exceptions import ConfigurationError
 
@@ -292,39 +293,7 @@ def _create_client(timeout: float) -> Client:
     except Exception as e:  # InvalidCacheBackendError and friends
         message = f"RATELIMITS['CACHE'] names the cache {alias!r}, which is not configured."
         raise ConfigurationError(message) from e
-    try:
-        base = cache.client.get_client(write=True)  # type: ignore[attr-defined]
-    except AttributeError as e:
-        message = (
-            f"The cache {alias!r} is not a django-redis cache (django_redis.cache.RedisCache)."
-        )
-        raise ConfigurationError(message) from e
-    pool = base.connection_pool
-    kwargs: dict[str, Any] = dict(pool.connection_kwargs)
-    kwargs.update(
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
-        retry_on_error=[],
-    )
-    kwargs.pop("retry_on_timeout", None)
-    if type(pool) is SentinelConnectionPool:
-        # django-redis's SentinelClient: the same service and sentinels, our timeouts.
-        kwargs.pop("connection_pool", None)  # the old pool's back reference
-        own_pool: redis.ConnectionPool = SentinelConnectionPool(
-            pool.service_name,
-            pool.sentinel_manager,
-            is_master=pool.is_master,
-            check_connection=pool.check_connection,
-            connection_class=pool.connection_class,
-            **kwargs,
-        )
-    elif type(pool) in (redis.ConnectionPool, redis.BlockingConnectionPool):
-        own_pool = redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
-    else:
-        # A custom pool manages its own connections: use the cache's client as is.
-        return base
-    return redis.Redis(connection_pool=own_pool)
+    return cache_pool.client_of(cache, alias, timeout)
 
 
 def parse_node(url: str) -> tuple[str, int]:
