@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -22,13 +22,10 @@ from ratelimits.tools.policy_files import (
 )
 from tests.helpers import problems_of, run
 
+if TYPE_CHECKING:
+    from tests.tools.policy_files.conftest import RowFactory
+
 pytestmark = pytest.mark.django_db
-
-ROW: dict[str, Any] = {"name": "login", "endpoint": "api:login", "limit": 5, "window": 60}
-
-
-def row(**fields: Any) -> dict[str, Any]:
-    return {**ROW, **fields}
 
 
 def stored() -> list[tuple[Any, ...]]:
@@ -73,7 +70,7 @@ def test_calendars_and_lockouts_go_out_and_back(fmt: str, quotas: None) -> None:
     assert not plan.changes  # the file and the table agree
 
 
-def test_a_file_from_before_calendars_and_lockouts_takes_the_defaults() -> None:
+def test_a_file_from_before_calendars_and_lockouts_takes_the_defaults(row: RowFactory) -> None:
     plan = plan_import([row(algorithm="fixed_window")])
     (created,) = plan.created
     assert (created.calendar, created.time_zone, created.lockout) == ("", "", 0)
@@ -136,7 +133,9 @@ def test_a_calendar_row_needs_no_window_and_gets_the_periods() -> None:
         ),
     ],
 )
-def test_a_bad_calendar_or_lockout_is_named_once(fields: dict[str, Any], problem: str) -> None:
+def test_a_bad_calendar_or_lockout_is_named_once(
+    fields: dict[str, Any], problem: str, row: RowFactory
+) -> None:
     """One line each, on the field: no database constraint's echo, no traceback."""
     Policy.objects.create(name="keep", endpoint="api:keep", limit=1, window=1)
     before = stored()
