@@ -30,7 +30,7 @@ EXPECTED = (
     "ratelimits/http/facts.py",
     "ratelimits/admin/policy.py",
     "ratelimits/tools/policy_files/__init__.py",
-    "ratelimits/cli/probe.py",
+    "ratelimits/cli/check.py",
 )
 
 

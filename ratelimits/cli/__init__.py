@@ -1,4 +1,6 @@
-"""The pieces of ``manage.py ratelimits``: one module per group of subcommands.
+"""The pieces of ``manage.py ratelimits``: one module per subcommand (``policies``,
+``export`` and ``import`` share one), and what they share: :mod:`~.records` (``--json``),
+:mod:`~.output` (tables), :mod:`~.common` (arguments), :mod:`~.identities`, :mod:`~.prompt`.
 
 Each ``run_*`` function takes the command (for its ``stdout``/``stderr``) and the
 parsed options. They talk to Redis only through the engine and the shared tools

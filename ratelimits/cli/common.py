@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 from django.core.management.base import CommandError
 
 from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.tools.identities import identity_from_text
+from ratelimits.tools import inventory
+from ratelimits.tools.identities import identity_from_text, previous_identities
 
 
 def find_policy(name: str, policies: dict[str, CompiledPolicy]) -> CompiledPolicy:
@@ -35,3 +37,25 @@ def parse_identity(text: str, ipv6_prefix: int | None = None) -> str:
         return identity_from_text(text, ipv6_prefix)
     except ValueError as e:
         raise CommandError(f"--identity: {e}") from None
+
+
+def identity_option(options: dict[str, Any], ipv6_prefix: int | None = None) -> str | None:
+    """The ``--identity`` option as the identity in the keys; ``None`` when not given."""
+    text = options.get("identity")
+    return None if text is None else parse_identity(text, ipv6_prefix)
+
+
+def ipv6_prefix_of(name: str | None, policies: dict[str, Any] | None = None) -> int | None:
+    """The prefix the policy ``name`` groups IPv6 clients by (``None``: ``IPV6_PREFIX``)."""
+    if name is None:
+        return None
+    policy = (inventory.known_policies() if policies is None else policies).get(name)
+    return None if policy is None else policy.ipv6_prefix
+
+
+def previous_identities_option(options: dict[str, Any]) -> tuple[str, ...]:
+    """The ``--identity``'s secret hashed under each ``SECRET_KEY_FALLBACKS`` key (an API
+    key, an API client; empty for other forms): an override stored before a rotation
+    matches one, and the client's keys counted before it are named by one."""
+    text = options.get("identity")
+    return () if text is None else previous_identities(text)

@@ -47,6 +47,11 @@ def seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} s"
 
 
+def count(number: int, noun: str) -> str:
+    """``1 key``, ``2,000 keys``."""
+    return f"1 {noun}" if number == 1 else f"{number:,} {noun}s"
+
+
 def as_json(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=False, default=str)
 

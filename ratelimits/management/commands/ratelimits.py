@@ -11,20 +11,24 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ratelimits.cli import keys, policies, probe
+from ratelimits.cli.check import run_check
+from ratelimits.cli.inspect import run_inspect
+from ratelimits.cli.keys import run_keys
+from ratelimits.cli.policies import run_export, run_import, run_policies
+from ratelimits.cli.reset import run_reset
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.tools.identities import IDENTITY_FORMS
 from ratelimits.tools.policy_files import FORMATS
 
 SUBCOMMANDS = {
-    "policies": policies.run_policies,
-    "keys": keys.run_keys,
-    "inspect": keys.run_inspect,
-    "reset": keys.run_reset,
-    "export": policies.run_export,
-    "import": policies.run_import,
-    "check": probe.run_check,
+    "policies": run_policies,
+    "keys": run_keys,
+    "inspect": run_inspect,
+    "reset": run_reset,
+    "export": run_export,
+    "import": run_import,
+    "check": run_check,
 }
 
 
