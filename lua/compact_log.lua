@@ -64,11 +64,13 @@ local function ring_offset(ring, k)
   return RING_HEADER + RING_SLOT * ((ring.head + k) % ring.capacity)
 end
 
--- The time and end position of entry k.
+-- The time and end position of entry k (of the ring in memory, for a look at an old
+-- layout's key: see ring_import).
 local function ring_at(key, ring, k)
   local offset = ring_offset(ring, k)
-  local time, ends = struct.unpack('>dd',
-    redis.call('GETRANGE', key, offset, offset + RING_SLOT - 1))
+  local slot = ring.blob and string.sub(ring.blob, offset + 1, offset + RING_SLOT)
+    or redis.call('GETRANGE', key, offset, offset + RING_SLOT - 1)
+  local time, ends = struct.unpack('>dd', slot)
   return time, ends
 end
 
@@ -110,7 +112,8 @@ local function ring_first_reaching(key, ring, from, target)
   return low
 end
 
--- The client's key of the layout before weighted entries, copied into key (see above).
+-- The client's key of the layout before weighted entries, copied into key (see above);
+-- a look reads the copy without writing it.
 local function ring_import(key)
   local legacy = string.gsub(key, '[^:]+$', LEGACY_RING_SUFFIX)
   local blob = redis.call('GET', legacy)
@@ -130,7 +133,11 @@ local function ring_import(key)
   for k = 0, size - 1 do
     parts[k + 1] = struct.pack('>dd', struct.unpack('>d', blob, 5 + 8 * ((head + k) % size)), k + 1)
   end
-  redis.call('SET', key, ring_header(0, size, 0) .. table.concat(parts), 'PX', ttl)
+  local copy = ring_header(0, size, 0) .. table.concat(parts)
+  if looking then -- nothing may be written: the copy is read in memory
+    return {head = 0, size = size, base = 0, capacity = size, blob = copy}
+  end
+  redis.call('SET', key, copy, 'PX', ttl)
   return ring_open(key)
 end
 

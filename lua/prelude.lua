@@ -44,6 +44,11 @@
 
 local ALGORITHMS = {}
 
+-- True during a call that only looks (decide.lua's ARGV[2] "0"; set by decide on every
+-- call): nothing may be written, as the peek function is registered no-writes. A key of
+-- an earlier release's layout is then read as it would be rewritten, in memory.
+local looking = false
+
 local function int(n)
   return string.format('%.0f', n)
 end
@@ -135,12 +140,10 @@ end
 -- A key written by an earlier release (one member per unit, "<at_us>-<n>") rewritten as
 -- weighted entries in one pass, keeping its expiry: each old member is one unit at its
 -- time. Done once per key (O(n)), the first time this release finds an old member at
--- either end of the key.
-local function wlog_upgrade(key)
-  local ttl = redis.call('PTTL', key)
+-- either end of the key. wlog_rewritten lists the entries it writes, {at, start, cost}.
+local function wlog_rewritten(key)
   local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-  redis.call('DEL', key)
-  local args, position, newest = {}, 0, nil
+  local entries, position, newest = {}, 0, nil
   for i = 1, #all, 2 do
     local _, cost = wlog_entry(all[i])
     cost = cost or 1
@@ -149,13 +152,43 @@ local function wlog_upgrade(key)
       at = newest
     end
     newest = at
-    args[#args + 1], args[#args + 2] = int(at), wlog_member(position, cost)
+    entries[#entries + 1] = {at, position, cost}
     position = position + cost
+  end
+  return entries
+end
+
+local function wlog_upgrade(key)
+  local ttl = redis.call('PTTL', key)
+  local entries = wlog_rewritten(key)
+  redis.call('DEL', key)
+  local args = {}
+  for _, entry in ipairs(entries) do
+    args[#args + 1], args[#args + 2] = int(entry[1]), wlog_member(entry[2], entry[3])
   end
   zcall('ZADD', key, args)
   if ttl > 0 then
     redis.call('PEXPIRE', key, ttl)
   end
+end
+
+-- An earlier release's key read as wlog_upgrade would rewrite it, writing nothing (a
+-- look): wlog_read's table, with the entries for wlog_time_of_unit (O(n), as the upgrade).
+local function wlog_view(key, after_us)
+  local entries = wlog_rewritten(key)
+  local last = entries[#entries]
+  local log = {
+    last_end = last[2] + last[3], last_us = last[1], count = 0,
+    first = false, first_start = 0, first_end = 0, first_us = 0, entries = entries,
+  }
+  for i, entry in ipairs(entries) do
+    if entry[1] > after_us then
+      log.count, log.first, log.first_us = log.last_end - entry[2], i, entry[1]
+      log.first_start, log.first_end = entry[2], entry[2] + entry[3]
+      break
+    end
+  end
+  return log
 end
 
 -- The log's shape seen from after_us: a table with
@@ -170,6 +203,9 @@ local function wlog_read(key, after_us)
   end
   local last_start, last_cost = wlog_entry(newest[1])
   if not last_start then
+    if looking then
+      return wlog_view(key, after_us)
+    end
     wlog_upgrade(key)
     return wlog_read(key, after_us)
   end
@@ -183,6 +219,9 @@ local function wlog_read(key, after_us)
   end
   local first_start, first_cost = wlog_entry(first[1])
   if not first_start then
+    if looking then
+      return wlog_view(key, after_us)
+    end
     wlog_upgrade(key)
     return wlog_read(key, after_us)
   end
@@ -200,6 +239,14 @@ local function wlog_time_of_unit(key, log, k)
   local target = log.first_start + k
   if log.first_end >= target then
     return log.first_us
+  end
+  if log.entries then -- an earlier release's key, looked at (wlog_view)
+    for i = log.first, #log.entries do
+      local entry = log.entries[i]
+      if entry[2] + entry[3] >= target then
+        return entry[1]
+      end
+    end
   end
   local low = redis.call('ZRANK', key, log.first) + 1
   local high = redis.call('ZCARD', key) - 1 -- the newest, whose end is last_end >= target
