@@ -109,9 +109,9 @@ def use(policy: Policy, who: str, times: int) -> None:
         limiter.decide([limiter.Check(compiled, who)])
 
 
-#: The commands a decide call can be: a function call (Redis 7+), or the script by SHA
-#: or with its source (Redis 6.2, and the first call after a flush).
-DECIDE_COMMANDS = ("fcall", "evalsha", "eval")
+#: The commands a decide call can be: a function call (Redis 7+; a look's read-only), or
+#: the script by SHA or with its source (Redis 6.2, and the first call after a flush).
+DECIDE_COMMANDS = ("fcall", "fcall_ro", "evalsha", "eval")
 
 
 def decide_command(redis_client: Any) -> str:

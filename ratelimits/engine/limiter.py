@@ -189,8 +189,15 @@ def evaluate(
 
 def queue_peek(checks: Sequence[Check], pipeline: redis.client.Pipeline) -> None:
     """Queue a read-only decide call on ``pipeline`` (of one server: on a cluster, a node's
-    client from :func:`connection.node_client`); read its reply with :func:`verdict_from`."""
-    _run(checks, pipeline, record=False, now=None)
+    client from :func:`connection.node_client`); read its reply with :func:`verdict_from`.
+    An ``FCALL_RO`` of the peek function where the server lets it run (see
+    :func:`caller.peeks_by_function`), else the script."""
+    if not caller.peeks_by_function(pipeline):
+        _run(checks, pipeline, record=False, now=None)
+        return
+    keys = [check.key for check in checks]
+    args = _arguments(checks, False, None)
+    pipeline.execute_command("FCALL_RO", scripts.peek_function_name(), len(keys), *keys, *args)
 
 
 def queue_decide(
@@ -510,9 +517,11 @@ def decide_call(
         keys = [check.key for check in checks]
     count = 2 + POLICY_SLOTS * len(checks)
     if now is not None:  # a replayed time: calendar periods are the time's, not the clock's
-        return commands.decide_call(keys, bulk_strings(_arguments(checks, record, now)), count)
+        arguments = bulk_strings(_arguments(checks, record, now))
+        return commands.decide_call(keys, arguments, count, read_only=not record)
     policies = [check.wire_args for check in checks]
-    return commands.decide_call(keys, _HEAD_ARGUMENTS[record] + b"".join(policies), count)
+    arguments = _HEAD_ARGUMENTS[record] + b"".join(policies)
+    return commands.decide_call(keys, arguments, count, read_only=not record)
 
 
 def _arguments(checks: Sequence[Check], record: bool, now: float | None) -> list[str]:

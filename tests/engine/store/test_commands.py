@@ -135,3 +135,48 @@ def test_an_error_from_the_source_call_is_raised():
     next(plan)
     with pytest.raises(ResponseError, match="WRONGTYPE"):
         plan.send(ResponseError("WRONGTYPE Operation against a key holding the wrong kind"))
+
+
+def look() -> commands.DecideCall:
+    args = ["", "0", *ARGS[2:]]
+    return commands.decide_call(KEYS, commands.bulk_strings(args), len(args), read_only=True)
+
+
+def test_a_look_is_an_fcall_ro_of_the_peek_function_or_the_script():
+    args = ["", "0", *ARGS[2:]]
+    peek = redis_py_packed("FCALL_RO", scripts.peek_function_name(), len(KEYS), *KEYS, *args)
+    assert commands.packed(FUNCTION, look()) == peek
+    by_sha = redis_py_packed("EVALSHA", commands.script_sha(), len(KEYS), *KEYS, *args)
+    assert commands.packed(SCRIPT, look()) == by_sha  # no EVALSHA_RO on Redis 6.2
+
+
+def test_the_library_registers_the_peek_function_no_writes():
+    source = scripts.library_source()
+    assert f"function_name='{scripts.peek_function_name()}'" in source
+    assert "flags={'no-writes'}" in source
+
+
+def test_a_look_refused_fcall_ro_by_an_acl_is_sent_as_a_request_would_be():
+    denied = ResponseError("NOPERM this user has no permissions to run the 'fcall_ro' command")
+    as_fcall = commands.DecideCall(look().keys, look().parts, look().body)
+    sent, result = play(commands.recover(look(), FUNCTION, denied), [[1, 2]])
+    assert sent == [commands.packed(FUNCTION, as_fcall)]
+    assert result == ([1, 2], FUNCTION)
+    # Missing there too, recovered as a request's call.
+    plan = commands.recover(look(), FUNCTION, denied)
+    sent, result = play(plan, [ResponseError("Function not found"), b"ok", [1, 2]])
+    assert sent[1:] == [commands.load_library(), commands.packed(FUNCTION, as_fcall)]
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+        ReadOnlyError("You can't write against a read only replica."),
+    ],
+)
+def test_a_look_whose_load_is_refused_for_now_runs_the_source(refusal):
+    plan = commands.recover(look(), FUNCTION, ResponseError("Function not found"))
+    sent, result = play(plan, [refusal, [1, 2]])
+    assert sent[1] == commands.with_source(look())
+    assert result == ([1, 2], FUNCTION)
