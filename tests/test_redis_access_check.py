@@ -96,6 +96,20 @@ def test_a_user_refused_fcall_still_runs_the_script_and_is_not_warned(own_redis,
     assert "as a script (EVALSHA)" in info.msg
 
 
+def test_a_user_refused_fcall_ro_is_w036_for_the_tools(own_redis, settings):
+    """The tools' looks are ``FCALL_RO`` of the no-writes function on Redis 7+."""
+    if server_major(own_redis.client()) < 7:
+        pytest.skip("FCALL_RO is Redis 7+")
+    own_redis.client().acl_setuser(
+        "app", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-fcall_ro"]
+    )
+    as_user(settings, own_redis, "app")
+    ids = [m.id for m in access_messages()]
+    assert ids == ["ratelimits.I036", "ratelimits.W036"], ids
+    (missing,) = [m for m in access_messages() if m.id == "ratelimits.W036"]
+    assert "FCALL_RO (the tools and the admin)" in missing.msg
+
+
 @pytest.fixture
 def certs() -> Certs:
     return shared_certs()

@@ -34,7 +34,7 @@ def documented_acl(major: int) -> list[str]:
     (line,) = [line for line in text.splitlines() if line.startswith("ACL SETUSER ratelimits ")]
     words = line.replace("CHANGE-ME", PASSWORD).split()
     if major < 7:  # as the page says
-        words = [w for w in words if w not in ("+fcall", "+function|load")]
+        words = [w for w in words if w not in ("+fcall", "+fcall_ro", "+function|load")]
     return words
 
 
@@ -87,6 +87,8 @@ def test_the_documented_acl_is_enough_for_the_limiter_and_the_tools(client, acl_
     assert all(row["memory"] for row in listed), listed  # MEMORY USAGE answered
     shown = json.loads(run("inspect", "rl:{ip:127.0.0.1}:api:log", "--json"))
     assert shown["key"] == "rl:{ip:127.0.0.1}:api:log"
+    if server_major(admin) >= 7:  # the look is FCALL_RO of the no-writes function
+        assert admin.info("commandstats")["cmdstat_fcall_ro"]["calls"] >= 1
     run("reset", "--policy", "api", "--yes")
     assert not admin.exists("rl:{ip:127.0.0.1}:api:log")
 

@@ -6,9 +6,10 @@ the management command and the admin send (:data:`LIMITER`, :data:`TOOLS`):
 
 - with ``ACL DRYRUN`` (Redis 7+, Valkey) where the user may run it: every command, with
   a key under ``KEY_PREFIX``, is judged by the server's ACL without running;
-- otherwise by running the commands that change nothing (``FCALL`` of a function that
-  does not exist, ``EVALSHA`` of a script that does not exist, reads of a key that does
-  not exist): ``NOPERM`` says refused. The commands that write are then not checked.
+- otherwise by running the commands that change nothing (``FCALL`` and ``FCALL_RO`` of
+  a function that does not exist, ``EVALSHA`` of a script that does not exist, reads of
+  a key that does not exist): ``NOPERM`` says refused. The commands that write are then
+  not checked. The tools' looks (``inspect``, ``keys``, the admin) are ``FCALL_RO``.
 
 A failure to connect is told apart: the credentials refused, a TLS handshake failed,
 or no answer at all (which the eviction check, W031, reports too).
@@ -84,6 +85,7 @@ def _needs() -> tuple[Need, ...]:
         Need("limiter", "SET", (stamp, "x", "NX"), safe=False),
         Need("limiter", "HINCRBY", (key, "field", "1"), safe=False),
         Need("limiter", "EXPIRE", (key, "60")),
+        Need("tools", "FCALL_RO", ("ratelimits_deploy_check_none", "1", key)),
         Need("tools", "SCAN", ("0", "MATCH", f"{prefix}:*", "COUNT", "1")),
         Need("tools", "TYPE", (key,)),
         Need("tools", "PTTL", (key,)),
