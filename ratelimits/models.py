@@ -9,63 +9,14 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import F, Q
 
 from ratelimits import validators
+from ratelimits.choices import Algorithm, Calendar, Counts, Mode
+from ratelimits.constraints import OVERRIDE_CONSTRAINTS, POLICY_CONSTRAINTS
 from ratelimits.engine import override_identity
 from ratelimits.engine.periods import NOMINAL_WINDOW
 from ratelimits.engine.policy import CALENDAR_ALGORITHMS, describe_rate
-from ratelimits.signals import schedule_policy_change
-
-
-class Algorithm(models.TextChoices):
-    SLIDING_LOG = "sliding_log", "Sliding window log (exact)"
-    COMPACT_LOG = "compact_log", "Compact sliding window log (exact, 8 B per request)"
-    SLIDING_COUNTER = "sliding_counter", "Sliding window counter (approximate, small)"
-    FIXED_WINDOW = "fixed_window", "Fixed window"
-    TOKEN_BUCKET = "token_bucket", "Token bucket (GCRA: a steady rate with bursts)"
-    CONCURRENCY = "concurrency", "Concurrency (requests in progress at once)"
-
-
-class Counts(models.TextChoices):
-    ALL = "all", "Every admitted request"
-    FAILURES = "failures", "Failures only (the response's status is 400 or more)"
-    SUCCESSES = "successes", "Successes only (the response's status is below 400)"
-    SIGN_IN_FAILURES = "sign_in_failures", "Failed sign-ins (each failed authenticate())"
-
-
-class Calendar(models.TextChoices):
-    ROLLING = "", "Rolling window (the window in seconds)"
-    DAY = "day", "Calendar day (from midnight)"
-    WEEK = "week", "Calendar week (from Monday, midnight)"
-    MONTH = "month", "Calendar month (from the 1st, midnight)"
-
-
-class Mode(models.TextChoices):
-    ENFORCE = "enforce", "Enforce (deny over the limit)"
-    SHADOW = "shadow", "Shadow (log would-be denials, let requests pass)"
-
-
-class AnnouncingQuerySet(models.QuerySet[Any]):
-    """Bulk writes skip ``post_save``; these still tell every worker the table changed."""
-
-    def update(self, **kwargs: Any) -> int:
-        rows = super().update(**kwargs)
-        if rows:
-            schedule_policy_change(self.db)
-        return rows
-
-    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        created = super().bulk_create(objs, *args, **kwargs)
-        if created:
-            schedule_policy_change(self.db)
-        return created
-
-    def bulk_update(self, objs: Any, *args: Any, **kwargs: Any) -> int:
-        rows = super().bulk_update(objs, *args, **kwargs)
-        if rows:
-            schedule_policy_change(self.db)
-        return rows
+from ratelimits.querysets import AnnouncingQuerySet
 
 
 class Policy(models.Model):
@@ -216,88 +167,7 @@ class Policy(models.Model):
         verbose_name = "rate limit policy"
         verbose_name_plural = "rate limit policies"
         permissions = [("reset_counters", "Can reset rate-limit counters")]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(name__regex=validators.NAME_PATTERN), name="ratelimits_policy_name_slug"
-            ),
-            models.CheckConstraint(
-                condition=Q(endpoint__regex=validators.ENDPOINT_PATTERN),
-                name="ratelimits_policy_endpoint_not_blank",
-            ),
-            models.CheckConstraint(
-                condition=Q(methods__regex=validators.METHODS_PATTERN),
-                name="ratelimits_policy_methods_valid",
-            ),
-            models.CheckConstraint(
-                condition=Q(algorithm__in=Algorithm.values),
-                name="ratelimits_policy_algorithm_valid",
-            ),
-            models.CheckConstraint(condition=Q(limit__gte=1), name="ratelimits_policy_limit_gte_1"),
-            models.CheckConstraint(
-                condition=Q(limit__lte=validators.MAX_LIMIT), name="ratelimits_policy_limit_max"
-            ),
-            models.CheckConstraint(
-                condition=Q(window__gte=1, window__lte=validators.MAX_WINDOW),
-                name="ratelimits_policy_window_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(key__regex=validators.KEY_PATTERN), name="ratelimits_policy_key_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(mode__in=Mode.values), name="ratelimits_policy_mode_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(shards__gte=1, shards__lte=validators.MAX_SHARDS)
-                & Q(shards__lte=F("limit")),
-                name="ratelimits_policy_shards_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(burst__isnull=True)
-                | Q(burst__gte=1, burst__lte=validators.MAX_LIMIT, algorithm="token_bucket"),
-                name="ratelimits_policy_burst_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(cost__gte=1, cost__lte=validators.MAX_LIMIT),
-                name="ratelimits_policy_cost_range",
-            ),
-            models.CheckConstraint(
-                condition=Q(counts__in=Counts.values)
-                & (Q(counts=Counts.ALL) | ~Q(algorithm=Algorithm.CONCURRENCY)),
-                name="ratelimits_policy_counts_valid",
-            ),
-            models.CheckConstraint(
-                condition=Q(calendar=Calendar.ROLLING, time_zone="")
-                | Q(calendar__in=Calendar.values, algorithm__in=CALENDAR_ALGORITHMS)
-                & ~Q(calendar=Calendar.ROLLING),
-                name="ratelimits_policy_calendar_valid",
-            ),
-            models.CheckConstraint(
-                condition=Q(lockout=0)
-                | Q(lockout__gte=1, lockout__lte=validators.MAX_LOCKOUT, shards=1)
-                & ~Q(algorithm=Algorithm.CONCURRENCY),
-                name="ratelimits_policy_lockout_valid",
-            ),
-            models.CheckConstraint(
-                condition=Q(lockout=0) | ~Q(key="global"),
-                name="ratelimits_policy_no_global_lockout",
-            ),
-            models.CheckConstraint(
-                condition=~Q(key="username") | Q(counts=Counts.SIGN_IN_FAILURES),
-                name="ratelimits_policy_username_sign_in",
-            ),
-            models.CheckConstraint(
-                condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key="user"),
-                name="ratelimits_policy_sign_in_key",
-            ),
-            models.CheckConstraint(
-                condition=Q(ipv6_prefix__isnull=True)
-                | Q(
-                    ipv6_prefix__gte=validators.MIN_IPV6_PREFIX,
-                    ipv6_prefix__lte=validators.MAX_IPV6_PREFIX,
-                ),
-                name="ratelimits_policy_ipv6_prefix_range",
-            ),
-        ]
+        constraints = POLICY_CONSTRAINTS
 
     def __str__(self) -> str:
         return self.name
@@ -471,40 +341,7 @@ class PolicyOverride(models.Model):
     class Meta:
         ordering = ["policy", "id"]
         verbose_name = "override"
-        constraints = [
-            models.CheckConstraint(
-                condition=(
-                    Q(user__isnull=False, group__isnull=True, identity="")
-                    | Q(user__isnull=True, group__isnull=False, identity="")
-                    | (Q(user__isnull=True, group__isnull=True) & ~Q(identity=""))
-                ),
-                name="ratelimits_override_one_target",
-            ),
-            models.CheckConstraint(
-                condition=Q(exempt=True, limit__isnull=True)
-                | Q(exempt=False, limit__gte=1, limit__lte=validators.MAX_LIMIT),
-                name="ratelimits_override_limit_or_exempt",
-            ),
-            models.CheckConstraint(
-                condition=Q(identity__regex=override_identity.STORED_PATTERN),
-                name="ratelimits_override_identity_stored_form",
-            ),
-            models.UniqueConstraint(
-                fields=["policy", "user"],
-                condition=Q(user__isnull=False),
-                name="ratelimits_override_unique_user",
-            ),
-            models.UniqueConstraint(
-                fields=["policy", "group"],
-                condition=Q(group__isnull=False),
-                name="ratelimits_override_unique_group",
-            ),
-            models.UniqueConstraint(
-                fields=["policy", "identity"],
-                condition=~Q(identity=""),
-                name="ratelimits_override_unique_identity",
-            ),
-        ]
+        constraints = OVERRIDE_CONSTRAINTS
 
     def __str__(self) -> str:
         return f"{self.target_display}: {self.rate_display}"

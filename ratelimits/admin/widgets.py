@@ -9,7 +9,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ratelimits.engine.policy import describe_duration
+from ratelimits.engine.describe import describe_duration
 from ratelimits.tools import memory
 from ratelimits.tools.endpoints import suggestions
 

@@ -7,8 +7,6 @@
 
 from __future__ import annotations
 
-import functools
-import math
 import random
 import time
 from dataclasses import dataclass, field, replace
@@ -17,25 +15,19 @@ from django.conf import settings
 
 from ratelimits import validators
 from ratelimits.conf import app_settings
+from ratelimits.engine.describe import CONCURRENCY, SIGN_IN_FAILURES, describe_rate
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides, Previous
-from ratelimits.engine.periods import CALENDARS, NOMINAL_WINDOW, boundaries, zone
-from ratelimits.engine.store.commands import bulk_strings
+from ratelimits.engine.periods import CALENDARS, NOMINAL_WINDOW, zone
+from ratelimits.engine.script_args import ScriptArgs, shard_args, window_slot
+from ratelimits.engine.wire import WireArgs, encoded_cost, wire
 
-#: The algorithm whose units come back when responses end (``lua/concurrency.lua``).
-CONCURRENCY = "concurrency"
 #: What ``counts`` may be: which responses spend a unit.
 COUNTS = ("all", "failures", "successes", "sign_in_failures")
-#: The ``counts`` of a sign-in policy: decided by ``RateLimitBackend`` in ``authenticate()``,
-#: never by the faces that decide a request.
-SIGN_IN_FAILURES = "sign_in_failures"
 #: The algorithms whose window may be a calendar period (``lua/prelude.lua``'s
 #: ``window_of``; each has ``calendar = true`` in its Lua entry).
 CALENDAR_ALGORITHMS = ("fixed_window",)
-
-#: Script arguments: per shard, the six ARGV slots of ``lua/decide.lua``.
-ScriptArgs = tuple[tuple[str, str, str, str, str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +74,10 @@ class CompiledPolicy:
     #: IPv6 clients count per network of this many bits; ``None``: ``IPV6_PREFIX``.
     ipv6_prefix: int | None = None
     #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
-    wire_args: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
+    wire_args: WireArgs = field(init=False, compare=False, repr=False)
     #: ``script_args`` without the last slot, cost, as bytes: a request that spends
     #: another cost appends its own (:func:`encoded_cost`).
-    wire_head: tuple[bytes, ...] = field(init=False, compare=False, repr=False)
+    wire_head: WireArgs = field(init=False, compare=False, repr=False)
     #: Per shard, the largest cost it can ever grant: its burst for token_bucket, else its
     #: limit. A larger one is denied for a window (and logged).
     capacities: tuple[int, ...] = field(init=False, compare=False, repr=False)
@@ -98,12 +90,12 @@ class CompiledPolicy:
     #: A calendar policy's arguments for the period the worker's clock is in:
     #: ``[(valid_until, script_args, wire_args, wire_head)]``, replaced whole when the
     #: period ends (one list item, so a reader on another thread sees one period's).
-    _period: list[tuple[float, ScriptArgs, tuple[bytes, ...], tuple[bytes, ...]]] = field(
+    _period: list[tuple[float, ScriptArgs, WireArgs, WireArgs]] = field(
         init=False, compare=False, repr=False
     )
 
     def __post_init__(self) -> None:
-        wire_args, wire_head = _wire(self.script_args)
+        wire_args, wire_head = wire(self.script_args)
         object.__setattr__(self, "wire_args", wire_args)
         object.__setattr__(self, "wire_head", wire_head)
         slot = 4 if self.algorithm == "token_bucket" else 1
@@ -192,10 +184,10 @@ class CompiledPolicy:
             header_meta_key=meta_key(header) if header else None,
             enforce=enforce,
             fail_open=bool(fail_open),
-            script_args=_script_args(
+            script_args=shard_args(
                 algorithm,
                 int(limit),
-                _window_slot(calendar, time_zone, int(window), lockout, time.time())[0],
+                window_slot(calendar, time_zone, int(window), lockout, time.time())[0],
                 "1" if enforce else "0",
                 burst,
                 int(cost),
@@ -253,7 +245,7 @@ class CompiledPolicy:
         return replace(
             self,
             limit=limit,
-            script_args=_script_args(
+            script_args=shard_args(
                 algorithm, limit, window_ms, enforce, burst, int(cost), len(self.script_args)
             ),
             burst=burst,
@@ -281,7 +273,7 @@ class CompiledPolicy:
 
     def current_period(
         self,
-    ) -> tuple[float, ScriptArgs, tuple[bytes, ...], tuple[bytes, ...]]:
+    ) -> tuple[float, ScriptArgs, WireArgs, WireArgs]:
         """A calendar policy's arguments for the period the worker's clock is in:
         ``(valid_until, script_args, wire_args, wire_head)``, made once per period."""
         held = self._period[0]
@@ -290,12 +282,12 @@ class CompiledPolicy:
             return held
         window, valid_until = self._window_at(now)
         args = self._with_window(window)
-        fresh = (valid_until, args, *_wire(args))
+        fresh = (valid_until, args, *wire(args))
         self._period[0] = fresh
         return fresh
 
     def _window_at(self, now: float) -> tuple[str, float]:
-        return _window_slot(self.calendar, self.time_zone, self.window, self.lockout, now)
+        return window_slot(self.calendar, self.time_zone, self.window, self.lockout, now)
 
     def _with_window(self, window: str) -> ScriptArgs:
         return tuple((a[0], a[1], window, a[3], a[4], a[5]) for a in self.script_args)
@@ -356,114 +348,6 @@ class CompiledPolicy:
         """The shard one request counts in: uniformly at random (0 when unsharded)."""
         count = len(self.script_args)
         return random.randrange(count) if count > 1 else 0
-
-
-def _window_slot(
-    calendar: str, time_zone: str, window: int, lockout: int, now: float
-) -> tuple[str, float]:
-    """The window slot of ``lua/decide.lua`` (see ``window_of`` in ``lua/prelude.lua``)
-    at ``now``, and until when it holds (seconds since the epoch): ``"<window_ms>"``
-    (for ever), or a calendar period's boundaries ``"<start_ms>,<end_ms>,<next_end_ms>"``
-    (until the period's end); with ``"+<lockout_ms>"`` for a lockout."""
-    if calendar:
-        start, end, after = boundaries(calendar, zone(time_zone), now)
-        slot, valid_until = f"{start},{end},{after}", end / 1000
-    else:
-        slot, valid_until = str(window * 1000), math.inf
-    return (f"{slot}+{lockout * 1000}" if lockout else slot), valid_until
-
-
-def _wire(args: ScriptArgs) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-    """``args`` as a decide call carries them, per shard: all six slots, and the five
-    before the cost (a request that spends another cost appends its own)."""
-    return tuple(map(bulk_strings, args)), tuple(bulk_strings(a[:5]) for a in args)
-
-
-def _script_args(
-    algorithm: str,
-    limit: int,
-    window_ms: str,
-    enforce: str,
-    burst: int | None,
-    cost: int,
-    shards: int,
-) -> ScriptArgs:
-    """Each shard's ARGV slots (see ``CompiledPolicy.script_args``).
-
-    A policy has at most ``limit`` shards (each has a unit of quota), and a token bucket
-    at most ``burst`` (each shard's bucket holds a unit). A bucket's shards split the rate
-    and the burst as :func:`shard_limits` splits a limit: shard i admits at most
-    ``burst_i + limit_i * t / window`` units in any time t, so the policy, summed over its
-    shards, admits at most ``burst + limit * t / window`` (as an unsharded bucket does),
-    and, as for every sharded policy, a client whose requests all land in one shard may
-    be denied earlier."""
-    bursts = limit if burst is None else burst
-    count = max(1, min(shards, limit, bursts if algorithm == "token_bucket" else limit))
-    cost_slot = str(cost)
-    return tuple(
-        (algorithm, str(share), window_ms, enforce, str(bucket), cost_slot)
-        for share, bucket in zip(
-            shard_limits(limit, count), shard_limits(bursts, count), strict=True
-        )
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def encoded_cost(cost: int) -> bytes:
-    """The cost slot of a request that spends ``cost`` units, as a decide call carries it."""
-    return bulk_strings([str(cost)])
-
-
-def describe_rate(
-    limit: int,
-    window: int,
-    algorithm: str,
-    burst: int | None = None,
-    cost: int = 1,
-    counts: str = "all",
-    *,
-    calendar: str = "",
-    time_zone: str = "",
-    lockout: int = 0,
-) -> str:
-    """``"5 per 60 s"``, or for concurrency ``"2 at once, lease 60 s"``, or for a calendar
-    window ``"10,000 per calendar month (Europe/Berlin)"``; a token bucket's burst, a cost
-    other than 1, counts other than all and a lockout are added (``"2 per 2 s, burst 4,
-    cost 3"``, ``"5 per 60 s, failures only, then locked out 15 min"``)."""
-    if algorithm == CONCURRENCY:
-        text = f"{limit} at once, lease {window} s"
-    elif calendar:
-        text = f"{limit:,} per calendar {calendar}"
-        if time_zone:
-            text += f" ({time_zone})"
-    else:
-        text = f"{limit} per {window} s"
-    if algorithm == "token_bucket" and burst is not None:
-        text += f", burst {burst}"
-    if cost != 1:
-        text += f", cost {cost}"
-    if counts == SIGN_IN_FAILURES:
-        text += ", failed sign-ins only"
-    elif counts != "all":
-        text += f", {counts} only"
-    if lockout:
-        text += f", then locked out {describe_duration(lockout)}"
-    return text
-
-
-def describe_duration(seconds: int) -> str:
-    """``"15 min"``, ``"2 h"``, ``"1 day"``, or ``"90 s"`` when no larger unit divides it."""
-    for size, unit in ((86400, "day"), (3600, "h"), (60, "min")):
-        if seconds >= size and seconds % size == 0:
-            count = seconds // size
-            return f"{count} {unit}" + ("s" if unit == "day" and count > 1 else "")
-    return f"{seconds} s"
-
-
-def shard_limits(limit: int, shards: int) -> list[int]:
-    """``limit`` split over ``shards`` as evenly as whole numbers allow (they sum to it)."""
-    share, extra = divmod(limit, shards)
-    return [share + (1 if i < extra else 0) for i in range(shards)]
 
 
 @dataclass(slots=True)

@@ -11,7 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy, shard_limits
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.script_args import shard_limits
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.tools import inventory

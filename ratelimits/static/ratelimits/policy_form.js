@@ -13,7 +13,7 @@
     return (size / 1000000).toFixed(1) + " MB";
   }
 
-  // As ratelimits.engine.policy.describe_duration: "15 min", "2 h", "1 day", "90 s".
+  // As ratelimits.engine.describe.describe_duration: "15 min", "2 h", "1 day", "90 s".
   function duration(seconds) {
     var units = [[86400, "day"], [3600, "h"], [60, "min"]];
     for (var i = 0; i < units.length; i++) {

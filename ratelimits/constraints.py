@@ -1,0 +1,129 @@
+"""The database constraints of the policy models: what a row must hold whichever way it
+is written (the admin, the ORM, an import, SQL)."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+from ratelimits import validators
+from ratelimits.choices import Algorithm, Calendar, Counts, Mode
+from ratelimits.engine import override_identity
+from ratelimits.engine.policy import CALENDAR_ALGORITHMS
+
+#: ``Policy.Meta.constraints``.
+POLICY_CONSTRAINTS = [
+    models.CheckConstraint(
+        condition=Q(name__regex=validators.NAME_PATTERN), name="ratelimits_policy_name_slug"
+    ),
+    models.CheckConstraint(
+        condition=Q(endpoint__regex=validators.ENDPOINT_PATTERN),
+        name="ratelimits_policy_endpoint_not_blank",
+    ),
+    models.CheckConstraint(
+        condition=Q(methods__regex=validators.METHODS_PATTERN),
+        name="ratelimits_policy_methods_valid",
+    ),
+    models.CheckConstraint(
+        condition=Q(algorithm__in=Algorithm.values),
+        name="ratelimits_policy_algorithm_valid",
+    ),
+    models.CheckConstraint(condition=Q(limit__gte=1), name="ratelimits_policy_limit_gte_1"),
+    models.CheckConstraint(
+        condition=Q(limit__lte=validators.MAX_LIMIT), name="ratelimits_policy_limit_max"
+    ),
+    models.CheckConstraint(
+        condition=Q(window__gte=1, window__lte=validators.MAX_WINDOW),
+        name="ratelimits_policy_window_range",
+    ),
+    models.CheckConstraint(
+        condition=Q(key__regex=validators.KEY_PATTERN), name="ratelimits_policy_key_valid"
+    ),
+    models.CheckConstraint(condition=Q(mode__in=Mode.values), name="ratelimits_policy_mode_valid"),
+    models.CheckConstraint(
+        condition=Q(shards__gte=1, shards__lte=validators.MAX_SHARDS) & Q(shards__lte=F("limit")),
+        name="ratelimits_policy_shards_range",
+    ),
+    models.CheckConstraint(
+        condition=Q(burst__isnull=True)
+        | Q(burst__gte=1, burst__lte=validators.MAX_LIMIT, algorithm="token_bucket"),
+        name="ratelimits_policy_burst_range",
+    ),
+    models.CheckConstraint(
+        condition=Q(cost__gte=1, cost__lte=validators.MAX_LIMIT),
+        name="ratelimits_policy_cost_range",
+    ),
+    models.CheckConstraint(
+        condition=Q(counts__in=Counts.values)
+        & (Q(counts=Counts.ALL) | ~Q(algorithm=Algorithm.CONCURRENCY)),
+        name="ratelimits_policy_counts_valid",
+    ),
+    models.CheckConstraint(
+        condition=Q(calendar=Calendar.ROLLING, time_zone="")
+        | Q(calendar__in=Calendar.values, algorithm__in=CALENDAR_ALGORITHMS)
+        & ~Q(calendar=Calendar.ROLLING),
+        name="ratelimits_policy_calendar_valid",
+    ),
+    models.CheckConstraint(
+        condition=Q(lockout=0)
+        | Q(lockout__gte=1, lockout__lte=validators.MAX_LOCKOUT, shards=1)
+        & ~Q(algorithm=Algorithm.CONCURRENCY),
+        name="ratelimits_policy_lockout_valid",
+    ),
+    models.CheckConstraint(
+        condition=Q(lockout=0) | ~Q(key="global"),
+        name="ratelimits_policy_no_global_lockout",
+    ),
+    models.CheckConstraint(
+        condition=~Q(key="username") | Q(counts=Counts.SIGN_IN_FAILURES),
+        name="ratelimits_policy_username_sign_in",
+    ),
+    models.CheckConstraint(
+        condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key="user"),
+        name="ratelimits_policy_sign_in_key",
+    ),
+    models.CheckConstraint(
+        condition=Q(ipv6_prefix__isnull=True)
+        | Q(
+            ipv6_prefix__gte=validators.MIN_IPV6_PREFIX,
+            ipv6_prefix__lte=validators.MAX_IPV6_PREFIX,
+        ),
+        name="ratelimits_policy_ipv6_prefix_range",
+    ),
+]
+
+#: ``PolicyOverride.Meta.constraints``.
+OVERRIDE_CONSTRAINTS = [
+    models.CheckConstraint(
+        condition=(
+            Q(user__isnull=False, group__isnull=True, identity="")
+            | Q(user__isnull=True, group__isnull=False, identity="")
+            | (Q(user__isnull=True, group__isnull=True) & ~Q(identity=""))
+        ),
+        name="ratelimits_override_one_target",
+    ),
+    models.CheckConstraint(
+        condition=Q(exempt=True, limit__isnull=True)
+        | Q(exempt=False, limit__gte=1, limit__lte=validators.MAX_LIMIT),
+        name="ratelimits_override_limit_or_exempt",
+    ),
+    models.CheckConstraint(
+        condition=Q(identity__regex=override_identity.STORED_PATTERN),
+        name="ratelimits_override_identity_stored_form",
+    ),
+    models.UniqueConstraint(
+        fields=["policy", "user"],
+        condition=Q(user__isnull=False),
+        name="ratelimits_override_unique_user",
+    ),
+    models.UniqueConstraint(
+        fields=["policy", "group"],
+        condition=Q(group__isnull=False),
+        name="ratelimits_override_unique_group",
+    ),
+    models.UniqueConstraint(
+        fields=["policy", "identity"],
+        condition=~Q(identity=""),
+        name="ratelimits_override_unique_identity",
+    ),
+]

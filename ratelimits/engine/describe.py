@@ -1,0 +1,54 @@
+"""A policy's rate in words, as the admin and the command show it."""
+
+from __future__ import annotations
+
+#: The algorithm whose units come back when responses end (``lua/concurrency.lua``).
+CONCURRENCY = "concurrency"
+#: The ``counts`` of a sign-in policy (see :mod:`ratelimits.engine.policy`).
+SIGN_IN_FAILURES = "sign_in_failures"
+
+
+def describe_rate(
+    limit: int,
+    window: int,
+    algorithm: str,
+    burst: int | None = None,
+    cost: int = 1,
+    counts: str = "all",
+    *,
+    calendar: str = "",
+    time_zone: str = "",
+    lockout: int = 0,
+) -> str:
+    """``"5 per 60 s"``, or for concurrency ``"2 at once, lease 60 s"``, or for a calendar
+    window ``"10,000 per calendar month (Europe/Berlin)"``; a token bucket's burst, a cost
+    other than 1, counts other than all and a lockout are added (``"2 per 2 s, burst 4,
+    cost 3"``, ``"5 per 60 s, failures only, then locked out 15 min"``)."""
+    if algorithm == CONCURRENCY:
+        text = f"{limit} at once, lease {window} s"
+    elif calendar:
+        text = f"{limit:,} per calendar {calendar}"
+        if time_zone:
+            text += f" ({time_zone})"
+    else:
+        text = f"{limit} per {window} s"
+    if algorithm == "token_bucket" and burst is not None:
+        text += f", burst {burst}"
+    if cost != 1:
+        text += f", cost {cost}"
+    if counts == SIGN_IN_FAILURES:
+        text += ", failed sign-ins only"
+    elif counts != "all":
+        text += f", {counts} only"
+    if lockout:
+        text += f", then locked out {describe_duration(lockout)}"
+    return text
+
+
+def describe_duration(seconds: int) -> str:
+    """``"15 min"``, ``"2 h"``, ``"1 day"``, or ``"90 s"`` when no larger unit divides it."""
+    for size, unit in ((86400, "day"), (3600, "h"), (60, "min")):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}" + ("s" if unit == "day" and count > 1 else "")
+    return f"{seconds} s"
