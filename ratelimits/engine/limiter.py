@@ -32,6 +32,7 @@ from ratelimits.engine.denials import remember as remember_denial
 from ratelimits.engine.near_limit import crossed as crossed_near_limit
 from ratelimits.engine.policy import Check
 from ratelimits.engine.receipt import Receipt, receipt_of
+from ratelimits.engine.reminders import Reminder
 from ratelimits.engine.reporting import report
 from ratelimits.engine.shadow_log import shadow_log
 from ratelimits.engine.store import async_caller, caller, commands, connection, errors, scripts
@@ -557,18 +558,17 @@ def _decision(check: Check, reply: list[int], index: int) -> Decision:
     )
 
 
-#: Policies already warned about a cost they can never grant (one warning per name).
-_warned_oversized: set[str] = set()
+#: Policies warned about a cost they can never grant (again each minute, per name).
+_oversized = Reminder()
 
 
 def _warn_oversized(check: Check) -> None:
     name = check.policy.name
-    if name in _warned_oversized:
+    if not _oversized.due(name):
         return
-    _warned_oversized.add(name)
     logger.warning(
         "ratelimits: policy %s can never grant a cost of %d (at most %d per shard): such "
-        "requests are denied for a window.",
+        "requests are denied for a window. Repeated every minute while they come.",
         name,
         check.units,
         check.policy.capacities[check.shard],

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision
 from ratelimits.testutils import reset_state
-from tests.helpers import IDENTITY, policy
+from tests.helpers import IDENTITY, policy, remind_on
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -100,7 +100,7 @@ def test_a_request_denied_by_one_policy_spends_nothing_in_the_others(algorithm):
 def test_a_cost_above_the_capacity_is_denied_for_a_window_and_logged_once(
     algorithm, redis_client, caplog
 ):
-    limiter._warned_oversized.clear()
+    limiter._oversized.clear()
     p = policy(algorithm, limit=5, window=60, name="small")
     other = policy(algorithm, limit=5, window=60, name="other")
     with caplog.at_level(logging.WARNING, logger="ratelimits"):
@@ -113,6 +113,23 @@ def test_a_cost_above_the_capacity_is_denied_for_a_window_and_logged_once(
     assert "small" in warnings[0] and "other" in warnings[1]
     assert redis_client.exists(p.key_for(IDENTITY)) == 0  # nothing written
     assert spend(p, START + 1, cost=5).allowed  # the capacity itself is granted
+
+
+def test_a_cost_above_the_capacity_is_said_again_each_minute(monkeypatch, caplog):
+    clock = remind_on(monkeypatch, limiter, "_oversized")
+    p = policy("fixed_window", limit=5, window=60, name="small")
+
+    def said() -> int:
+        assert not spend(p, START + 1, cost=6).allowed
+        return sum("can never grant" in m for m in caplog.messages)
+
+    with caplog.at_level(logging.WARNING, logger="ratelimits"):
+        assert said() == 1
+        clock.now += 59.9
+        assert said() == 1
+        clock.now += 0.1
+        assert said() == 2
+        assert said() == 2
 
 
 def test_a_bucket_capacity_is_its_burst():
