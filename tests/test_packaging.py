@@ -30,6 +30,8 @@ EXPECTED = (
     "ratelimits/http/facts.py",
     "ratelimits/admin/policy.py",
     "ratelimits/tools/policy_files/__init__.py",
+    "ratelimits/tools/inventory/usage.py",
+    "ratelimits/tools/endpoints/urlconf.py",
     "ratelimits/cli/check.py",
 )
 
