@@ -6,7 +6,7 @@ Those tests count admissions exactly (16 clients against 2 workers and Redis, on
 can keep Redis from answering within 100 ms now and then, which would open the breaker
 and turn a few decisions into fail-mode ones: a fact about the machine, not about
 admission. What a timeout does is tested in process, against a paused or stopped Redis
-(``tests/engine/store/test_drills.py``, ``tests/faces/test_async_failures.py``).
+(``tests/engine/store/drills/``, ``tests/faces/test_async_failures.py``).
 """
 
 from project.settings import *  # noqa: F403
