@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
-from ratelimits.cli import output
+from ratelimits.cli import output, records
 from ratelimits.engine import limiter, table
 from ratelimits.engine.identity import UNKNOWN_IP, meta_key
 from ratelimits.engine.overrides import Exemption
@@ -70,9 +70,10 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
                 checks.append(limiter.Check(rule, who))
     _, verdict = limiter.peek(checks, connection.get_tool_client())
     if options["json"]:
-        command.stdout.write(
-            output.as_json(_record(method, path, scope, url_name, checks, verdict, exempt, skipped))
-        )
+        asked = {"method": method, "path": path, "url_name": url_name, "throttle_scope": scope}
+        overrides = [check.policy.override for check in checks]
+        record = records.check_record(asked, verdict, overrides, exempt, skipped)
+        command.stdout.write(output.as_json(record))
         return
     write = command.stdout.write
     write(f"{method} {path}: url name {url_name or '-'}, throttle_scope {scope or '-'}")
@@ -149,56 +150,3 @@ def _user(username: str) -> Any:
         return find_user(username)
     except ValueError:
         raise CommandError(f"--user: there is no user {username!r}.") from None
-
-
-def _record(
-    method: str,
-    path: str,
-    scope: str | None,
-    url_name: str | None,
-    checks: list[limiter.Check],
-    verdict: Any,
-    exempt: list[tuple[CompiledPolicy, str, str]],
-    skipped: list[tuple[CompiledPolicy, str]],
-) -> dict[str, Any]:
-    return {
-        "method": method,
-        "path": path,
-        "url_name": url_name,
-        "throttle_scope": scope,
-        "allowed": verdict.allowed,
-        "retry_after": verdict.retry_after,
-        "policies": [
-            {
-                "policy": d.policy,
-                "identity": d.identity,
-                "enforce": d.enforce,
-                "limit": d.limit,
-                "window": d.window,
-                "count": d.count,
-                "remaining": d.available,
-                "allowed": d.allowed,
-                "retry_after": d.retry_after,
-                "override": check.policy.override or None,
-                "exempt": False,
-            }
-            for check, d in zip(checks, verdict.decisions, strict=True)
-        ]
-        + [
-            {
-                "policy": p.name,
-                "identity": who,
-                "enforce": p.enforce,
-                "limit": None,
-                "window": p.window,
-                "count": None,
-                "remaining": None,
-                "allowed": True,
-                "retry_after": None,
-                "override": rule,
-                "exempt": True,
-            }
-            for p, who, rule in exempt
-        ]
-        + [{"policy": p.name, "identity": None, "skipped": why} for p, why in skipped],
-    }

@@ -1,10 +1,14 @@
-"""What ``--json`` prints of a key, a key's full state and a client's place in a policy."""
+"""What ``--json`` prints: a key (``keys``), a key's full state (``inspect``) and a request's
+place in each policy it meets (``check``). A decision reads the same in each of them
+(:func:`decision_record`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ratelimits.engine import identity, keys
+from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.tools import inspection, inventory, timing
 from ratelimits.tools.applied import Applied
 
@@ -53,7 +57,6 @@ def reset_record(reset: timing.NextReset | None) -> dict[str, Any] | None:
 
 def detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[str, Any]:
     """``inspect --json``: one key's full state."""
-    decision = d.decision
     record: dict[str, Any] = {
         "key": d.name.key,
         "exists": d.exists,
@@ -65,19 +68,13 @@ def detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[st
         "ttl": d.ttl,
         "memory": d.memory,
         "note": d.note,
-        "limit": decision.limit if decision else None,
-        "window": decision.window if decision else None,
-        "count": decision.count if decision else None,
-        "remaining": decision.available if decision else None,
-        "allowed": decision.allowed if decision else None,
-        "retry_after": decision.retry_after if decision else None,
+        **decision_record(d.decision),
         **rule_record(d.rule),
         **lockout_record(d.name, d.lockout),
         "next_reset": reset_record(d.next_reset),
     }
-    if d.rule is not None and d.rule.exempt:  # the request path lets it through, uncounted
-        record["window"] = d.policy.window if d.policy else None
-        record["allowed"] = True
+    if d.rule is not None and d.rule.exempt:
+        record.update(exempt_record(d.policy.window if d.policy else None))
     if d.name.lock:
         return record
     if inspection.is_log(d.name.algorithm):
@@ -112,9 +109,70 @@ def detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[st
 def rule_record(rule: Applied | None) -> dict[str, Any]:
     """Which override applied to the client (``None``: none did), and whether it exempts
     it, as ``check --json`` says it."""
+    return override_record(rule.override if rule else None, exempt=bool(rule and rule.exempt))
+
+
+def override_record(override: str | None, *, exempt: bool = False) -> dict[str, Any]:
+    """The override that applied (``None``: none did) and whether it exempts the client."""
+    return {"override": override or None, "exempt": exempt}
+
+
+def decision_record(decision: Decision | None) -> dict[str, Any]:
+    """What the policy would answer for one more request now: the limit that applies, the
+    window, the count, what is left, whether it is allowed and when to retry; ``None`` for
+    each without a decision (the policy is gone, the key is left over or a lockout's)."""
     return {
-        "override": (rule.override or None) if rule else None,
-        "exempt": rule.exempt if rule else False,
+        "limit": decision.limit if decision else None,
+        "window": decision.window if decision else None,
+        "count": decision.count if decision else None,
+        "remaining": decision.available if decision else None,
+        "allowed": decision.allowed if decision else None,
+        "retry_after": decision.retry_after if decision else None,
+    }
+
+
+def exempt_record(window: int | None) -> dict[str, Any]:
+    """The decision of an exempt client: let through, uncounted, under no limit, as the
+    request path does."""
+    return {**decision_record(None), "window": window, "allowed": True}
+
+
+def check_record(
+    request: dict[str, Any],
+    verdict: Verdict,
+    overrides: list[str],
+    exempt: list[tuple[CompiledPolicy, str, str]],
+    skipped: list[tuple[CompiledPolicy, str]],
+) -> dict[str, Any]:
+    """``check --json``: the ``request`` (method, path, url name, scope), whether the next
+    one would be allowed, and one entry per policy: each counted one's decision (with the
+    override that set its limit, from ``overrides``, one per decision), each exempt one
+    (with the rule that exempts it), each skipped one and why."""
+    return {
+        **request,
+        "allowed": verdict.allowed,
+        "retry_after": verdict.retry_after,
+        "policies": [
+            {
+                "policy": d.policy,
+                "identity": d.identity,
+                "enforce": d.enforce,
+                **decision_record(d),
+                **override_record(override),
+            }
+            for d, override in zip(verdict.decisions, overrides, strict=True)
+        ]
+        + [
+            {
+                "policy": policy.name,
+                "identity": who,
+                "enforce": policy.enforce,
+                **exempt_record(policy.window),
+                **override_record(rule, exempt=True),
+            }
+            for policy, who, rule in exempt
+        ]
+        + [{"policy": p.name, "identity": None, "skipped": why} for p, why in skipped],
     }
 
 
