@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from django.db import models
 
+from ratelimits.engine.algorithms import ALGORITHMS
 
-class Algorithm(models.TextChoices):
-    SLIDING_LOG = "sliding_log", "Sliding window log (exact)"
-    COMPACT_LOG = "compact_log", "Compact sliding window log (exact, 8 B per request)"
-    SLIDING_COUNTER = "sliding_counter", "Sliding window counter (approximate, small)"
-    FIXED_WINDOW = "fixed_window", "Fixed window"
-    TOKEN_BUCKET = "token_bucket", "Token bucket (GCRA: a steady rate with bursts)"
-    CONCURRENCY = "concurrency", "Concurrency (requests in progress at once)"
+#: The algorithms, from :mod:`ratelimits.engine.algorithms` (``Algorithm.TOKEN_BUCKET`` is
+#: ``"token_bucket"``, labelled as the admin shows it).
+Algorithm = models.TextChoices(  # type: ignore[misc]
+    "Algorithm", [(a.name.upper(), (a.name, a.label)) for a in ALGORITHMS]
+)
 
 
 class Counts(models.TextChoices):

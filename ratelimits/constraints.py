@@ -8,8 +8,18 @@ from django.db.models import F, Q
 
 from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
-from ratelimits.engine import override_identity
-from ratelimits.engine.policy import CALENDAR_ALGORITHMS
+from ratelimits.engine import algorithms, override_identity
+
+
+def one_of(field: str, values: tuple[str, ...]) -> dict[str, object]:
+    """The lookup of ``field`` being one of ``values``: ``field=value`` for one."""
+    return {field: values[0]} if len(values) == 1 else {f"{field}__in": values}
+
+
+def none_of(field: str, values: tuple[str, ...]) -> Q:
+    """``field`` being none of ``values``: ``~Q(field=value)`` for one."""
+    return ~Q(**one_of(field, values))
+
 
 #: ``Policy.Meta.constraints``.
 POLICY_CONSTRAINTS = [
@@ -46,7 +56,11 @@ POLICY_CONSTRAINTS = [
     ),
     models.CheckConstraint(
         condition=Q(burst__isnull=True)
-        | Q(burst__gte=1, burst__lte=validators.MAX_LIMIT, algorithm="token_bucket"),
+        | Q(
+            burst__gte=1,
+            burst__lte=validators.MAX_LIMIT,
+            **one_of("algorithm", algorithms.BURSTING),
+        ),
         name="ratelimits_policy_burst_range",
     ),
     models.CheckConstraint(
@@ -55,19 +69,19 @@ POLICY_CONSTRAINTS = [
     ),
     models.CheckConstraint(
         condition=Q(counts__in=Counts.values)
-        & (Q(counts=Counts.ALL) | ~Q(algorithm=Algorithm.CONCURRENCY)),
+        & (Q(counts=Counts.ALL) | none_of("algorithm", algorithms.RELEASED)),
         name="ratelimits_policy_counts_valid",
     ),
     models.CheckConstraint(
         condition=Q(calendar=Calendar.ROLLING, time_zone="")
-        | Q(calendar__in=Calendar.values, algorithm__in=CALENDAR_ALGORITHMS)
+        | Q(calendar__in=Calendar.values, algorithm__in=algorithms.CALENDAR)
         & ~Q(calendar=Calendar.ROLLING),
         name="ratelimits_policy_calendar_valid",
     ),
     models.CheckConstraint(
         condition=Q(lockout=0)
         | Q(lockout__gte=1, lockout__lte=validators.MAX_LOCKOUT, shards=1)
-        & ~Q(algorithm=Algorithm.CONCURRENCY),
+        & none_of("algorithm", algorithms.RELEASED),
         name="ratelimits_policy_lockout_valid",
     ),
     models.CheckConstraint(

@@ -13,10 +13,15 @@ from django.db import models
 from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
 from ratelimits.constraints import OVERRIDE_CONSTRAINTS, POLICY_CONSTRAINTS
-from ratelimits.engine import override_identity
+from ratelimits.engine import algorithms, override_identity
+from ratelimits.engine.describe import describe_rate
 from ratelimits.engine.periods import NOMINAL_WINDOW
-from ratelimits.engine.policy import CALENDAR_ALGORITHMS, describe_rate
 from ratelimits.querysets import AnnouncingQuerySet
+
+
+def _labels(names: tuple[str, ...]) -> str:
+    """The choice labels of the algorithms ``names``: ``"Fixed window"``."""
+    return " or ".join(algorithms.get(name).label for name in names)
 
 
 class Policy(models.Model):
@@ -42,7 +47,7 @@ class Policy(models.Model):
         help_text="Comma-separated HTTP methods (GET,POST). Blank matches every method.",
     )
     algorithm = models.CharField(
-        max_length=20, choices=Algorithm.choices, default=Algorithm.SLIDING_COUNTER
+        max_length=20, choices=Algorithm.choices, default=algorithms.DEFAULT
     )
     limit = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
@@ -193,15 +198,18 @@ class Policy(models.Model):
             raise ValidationError(
                 {"shards": f"At most the limit ({limit}): every shard admits at least 1."}
             )
-        if burst is not None and self.algorithm != Algorithm.TOKEN_BUCKET:
-            raise ValidationError(
-                {"burst": "Only a token_bucket policy has a burst: leave it blank."}
-            )
-        if self.algorithm == Algorithm.CONCURRENCY and self.counts not in ("", Counts.ALL):
+        if burst is not None and not algorithms.bursts(self.algorithm):
             raise ValidationError(
                 {
-                    "counts": "A concurrency policy gives every slot back when the response is "
-                    "done: choose all."
+                    "burst": f"Only a {' or '.join(algorithms.BURSTING)} policy has a burst: "
+                    "leave it blank."
+                }
+            )
+        if algorithms.released(self.algorithm) and self.counts not in ("", Counts.ALL):
+            raise ValidationError(
+                {
+                    "counts": f"A {self.algorithm} policy gives every slot back when the "
+                    "response is done: choose all."
                 }
             )
         if isinstance(shards, int) and isinstance(burst, int) and 1 <= burst < shards:
@@ -229,11 +237,11 @@ class Policy(models.Model):
             )
 
     def _clean_calendar(self) -> None:
-        if self.calendar and self.algorithm not in CALENDAR_ALGORITHMS:
+        if self.calendar and self.algorithm not in algorithms.CALENDAR:
             raise ValidationError(
                 {
-                    "calendar": "Only a fixed_window policy counts in calendar periods: "
-                    "choose Fixed window, or a rolling window."
+                    "calendar": f"Only a {' or '.join(algorithms.CALENDAR)} policy counts in "
+                    f"calendar periods: choose {_labels(algorithms.CALENDAR)}, or a rolling window."
                 }
             )
         if self.time_zone and not self.calendar:
@@ -248,9 +256,9 @@ class Policy(models.Model):
         lockout = self.lockout
         if not isinstance(lockout, int) or lockout == 0:
             return
-        if self.algorithm == Algorithm.CONCURRENCY:
+        if algorithms.released(self.algorithm):
             raise ValidationError(
-                {"lockout": "A concurrency policy has no lockout: its slots come back."}
+                {"lockout": f"A {self.algorithm} policy has no lockout: its slots come back."}
             )
         if isinstance(self.shards, int) and self.shards > 1:
             raise ValidationError(

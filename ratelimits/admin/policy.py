@@ -32,6 +32,7 @@ from ratelimits.admin.forms import PolicyChangelistForm, PolicyForm
 from ratelimits.admin.overrides import PolicyOverrideInline
 from ratelimits.admin.usage import policy_usage
 from ratelimits.admin.widgets import memory_estimate
+from ratelimits.engine import algorithms
 from ratelimits.models import Policy
 from ratelimits.tools.endpoints import UNMATCHED, EndpointIndex
 from ratelimits.tools.identities import identity_from_text
@@ -139,7 +140,7 @@ class PolicyAdmin(admin.ModelAdmin):
     @admin.display(description="Redis memory per active client")
     def memory_per_client(self, obj: Policy) -> str:
         return memory_estimate(
-            obj.algorithm or "sliding_counter", obj.limit, obj.calendar, obj.lockout or 0
+            obj.algorithm or algorithms.DEFAULT, obj.limit, obj.calendar, obj.lockout or 0
         )
 
     # -- saving ------------------------------------------------------------------------

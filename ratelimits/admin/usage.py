@@ -9,8 +9,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from ratelimits.engine import algorithms
 from ratelimits.engine.identity import is_hashed
-from ratelimits.engine.policy import CONCURRENCY, CompiledPolicy
+from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
@@ -86,7 +87,7 @@ def live_usage(policy: CompiledPolicy) -> LiveUsage:
     """The top clients by count under ``policy``, those locked out first; an ``error``
     when Redis cannot answer. For a concurrency policy, each client's requests in
     progress too; for a calendar policy, when its counts reset. Consumes nothing."""
-    concurrency = policy.algorithm == CONCURRENCY
+    concurrency = algorithms.released(policy.algorithm)
     [policy] = with_overrides([policy])
     try:
         client = connection.get_tool_client()

@@ -9,6 +9,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ratelimits.engine import algorithms
 from ratelimits.engine.describe import describe_duration
 from ratelimits.tools import memory
 from ratelimits.tools.endpoints import suggestions
@@ -36,10 +37,12 @@ def memory_estimate(
     """The estimate as HTML; ``policy_form.js`` recomputes it as the form changes."""
     points = json.dumps(
         {
+            "sizes": {
+                name: getattr(memory.REFERENCE, figure) for name, figure in memory.FIGURES.items()
+            },
             "logs": memory.LOG_POINTS,
-            "leases": memory.CONCURRENCY_POINTS,
+            "released": algorithms.RELEASED,
             "counter": memory.COUNTER_BYTES,
-            "bucket": memory.BUCKET_BYTES,
             "large": memory.LARGE_BYTES,
             "lock": memory.LOCK_BYTES,
             "kept": memory.PERIOD_KEPT,
@@ -74,7 +77,7 @@ def memory_text(
     if not limit:
         return format_html("{}", "Set a limit to see the estimate.")
     size = memory.bytes_per_client(algorithm, limit)
-    if algorithm == "concurrency":
+    if algorithms.released(algorithm):
         at = "in progress at once"
     elif calendar in memory.PERIOD_KEPT:
         at = f"per calendar {calendar}"
@@ -142,11 +145,18 @@ def large_work_advice(limit: int) -> str:
 def large_log_advice(algorithm: str, limit: int) -> str:
     """What to use instead of a log that large (``policy_form.js`` says the same)."""
     counter = memory.human(memory.COUNTER_BYTES)
-    compact = memory.bytes_per_client("compact_log", limit)
-    if algorithm == "sliding_log" and not memory.is_large("compact_log", limit):
+    smaller = [
+        log
+        for log in memory.LOG_POINTS
+        if log != algorithm
+        and not memory.is_large(log, limit)
+        and memory.bytes_per_client(log, limit) < memory.bytes_per_client(algorithm, limit)
+    ]
+    if smaller:
+        size = memory.human(memory.bytes_per_client(smaller[0], limit))
         return (
-            f"A log this long is large: consider compact_log (exact too, about "
-            f"{memory.human(compact)}) or sliding_counter (about {counter}, approximate)."
+            f"A log this long is large: consider {smaller[0]} (exact too, about "
+            f"{size}) or sliding_counter (about {counter}, approximate)."
         )
     return (
         f"A log this long is large: consider sliding_counter (about {counter} at any "

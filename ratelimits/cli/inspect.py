@@ -10,7 +10,7 @@ from ratelimits.cli import output, records
 from ratelimits.cli.common import find_policy, parse_identity, previous_identities_option
 from ratelimits.cli.identities import identity_label, usernames_of
 from ratelimits.conf import app_settings
-from ratelimits.engine import identity, keys
+from ratelimits.engine import algorithms, identity, keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
 from ratelimits.tools.applied import applied
@@ -77,7 +77,7 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
         return
     if inspection.is_log(name.algorithm):
         _write_entries(command, detail)
-    elif name.algorithm == "concurrency":
+    elif algorithms.released(name.algorithm):
         _write_leases(command, detail)
     elif detail.windows:
         rows = [

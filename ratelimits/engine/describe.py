@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-#: The algorithm whose units come back when responses end (``lua/concurrency.lua``).
-CONCURRENCY = "concurrency"
+from ratelimits.engine import algorithms
+
 #: The ``counts`` of a sign-in policy (see :mod:`ratelimits.engine.policy`).
 SIGN_IN_FAILURES = "sign_in_failures"
 
@@ -20,11 +20,12 @@ def describe_rate(
     time_zone: str = "",
     lockout: int = 0,
 ) -> str:
-    """``"5 per 60 s"``, or for concurrency ``"2 at once, lease 60 s"``, or for a calendar
-    window ``"10,000 per calendar month (Europe/Berlin)"``; a token bucket's burst, a cost
-    other than 1, counts other than all and a lockout are added (``"2 per 2 s, burst 4,
-    cost 3"``, ``"5 per 60 s, failures only, then locked out 15 min"``)."""
-    if algorithm == CONCURRENCY:
+    """``"5 per 60 s"``, or for concurrency (units released) ``"2 at once, lease 60 s"``,
+    or for a calendar window ``"10,000 per calendar month (Europe/Berlin)"``; a token
+    bucket's burst, a cost other than 1, counts other than all and a lockout are added
+    (``"2 per 2 s, burst 4, cost 3"``, ``"5 per 60 s, failures only, then locked out 15
+    min"``)."""
+    if algorithms.released(algorithm):
         text = f"{limit} at once, lease {window} s"
     elif calendar:
         text = f"{limit:,} per calendar {calendar}"
@@ -32,7 +33,7 @@ def describe_rate(
             text += f" ({time_zone})"
     else:
         text = f"{limit} per {window} s"
-    if algorithm == "token_bucket" and burst is not None:
+    if algorithms.bursts(algorithm) and burst is not None:
         text += f", burst {burst}"
     if cost != 1:
         text += f", cost {cost}"

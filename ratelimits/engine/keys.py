@@ -19,19 +19,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-ALGORITHM_SUFFIX = {
-    "sliding_log": "log",
-    # "wring": the ring of weighted entries (lua/compact_log.lua); "ring" was the layout
-    # before them, still recognised (LEGACY_SUFFIX) and read once by the Lua code.
-    "compact_log": "wring",
-    "sliding_counter": "counter",
-    "fixed_window": "fixed",
-    "token_bucket": "bucket",
-    "concurrency": "leases",
-}
+from ratelimits.engine.algorithms import ALGORITHMS
+
+#: The last part of each algorithm's keys (:attr:`Algorithm.suffix
+#: <ratelimits.engine.algorithms.Algorithm.suffix>`).
+ALGORITHM_SUFFIX = {a.name: a.suffix for a in ALGORITHMS}
 #: Suffixes of keys written by earlier releases: still parsed, so the tools list, inspect
 #: and reset them until they expire.
-LEGACY_SUFFIX = {"ring": "compact_log"}
+LEGACY_SUFFIX = {suffix: a.name for a in ALGORITHMS for suffix in a.legacy_suffixes}
 SUFFIX_ALGORITHM = {
     **LEGACY_SUFFIX,
     **{suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()},

@@ -15,7 +15,8 @@ from django.conf import settings
 
 from ratelimits import validators
 from ratelimits.conf import app_settings
-from ratelimits.engine.describe import CONCURRENCY, SIGN_IN_FAILURES, describe_rate
+from ratelimits.engine import algorithms
+from ratelimits.engine.describe import SIGN_IN_FAILURES, describe_rate
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides, Previous
@@ -23,11 +24,11 @@ from ratelimits.engine.periods import CALENDARS, NOMINAL_WINDOW, zone
 from ratelimits.engine.script_args import ScriptArgs, shard_args, window_slot
 from ratelimits.engine.wire import WireArgs, encoded_cost, wire
 
+#: The name of the algorithm whose units come back when responses end, for modules that
+#: still import it; ask :func:`ratelimits.engine.algorithms.released` instead.
+CONCURRENCY = "concurrency"
 #: What ``counts`` may be: which responses spend a unit.
 COUNTS = ("all", "failures", "successes", "sign_in_failures")
-#: The algorithms whose window may be a calendar period (``lua/prelude.lua``'s
-#: ``window_of``; each has ``calendar = true`` in its Lua entry).
-CALENDAR_ALGORITHMS = ("fixed_window",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,9 +99,9 @@ class CompiledPolicy:
         wire_args, wire_head = wire(self.script_args)
         object.__setattr__(self, "wire_args", wire_args)
         object.__setattr__(self, "wire_head", wire_head)
-        slot = 4 if self.algorithm == "token_bucket" else 1
+        slot = algorithms.capacity_slot(self.algorithm)
         object.__setattr__(self, "capacities", tuple(int(a[slot]) for a in self.script_args))
-        gives_back = self.algorithm == CONCURRENCY or self.counts != "all"
+        gives_back = algorithms.released(self.algorithm) or self.counts != "all"
         object.__setattr__(self, "gives_back", gives_back)
         object.__setattr__(self, "signs_in", self.counts == SIGN_IN_FAILURES)
         object.__setattr__(self, "_period", [(0.0, self.script_args, (), ())])
@@ -131,12 +132,12 @@ class CompiledPolicy:
         least 1, and so must ``cost``, the units one request spends. ``counts`` is one of
         :data:`COUNTS`; a concurrency policy counts all (it gives every slot back).
         ``calendar`` (one of :data:`~ratelimits.engine.periods.CALENDARS`, for an algorithm
-        of :data:`CALENDAR_ALGORITHMS`) counts in the periods of ``time_zone`` (an IANA
-        name; blank: ``settings.TIME_ZONE``) instead of ``window``, which becomes the
-        period's nominal length. ``lockout`` (seconds, 0: none) denies every request for
-        that long after a denial; it needs one shard, an algorithm other than concurrency
-        and a key other than ``global``. ``ipv6_prefix`` (0 to 128 bits; ``None``: the
-        ``IPV6_PREFIX`` setting) groups IPv6 clients."""
+        of :data:`~ratelimits.engine.algorithms.CALENDAR`) counts in the periods of
+        ``time_zone`` (an IANA name; blank: ``settings.TIME_ZONE``) instead of ``window``,
+        which becomes the period's nominal length. ``lockout`` (seconds, 0: none) denies
+        every request for that long after a denial; it needs one shard, an algorithm other
+        than concurrency and a key other than ``global``. ``ipv6_prefix`` (0 to 128 bits;
+        ``None``: the ``IPV6_PREFIX`` setting) groups IPv6 clients."""
         if ipv6_prefix is not None and not 0 <= int(ipv6_prefix) <= 128:
             raise ValueError(f"ipv6_prefix must be from 0 to 128 bits, not {ipv6_prefix}")
         if burst is not None and int(burst) < 1:
@@ -145,15 +146,17 @@ class CompiledPolicy:
             raise ValueError(f"cost must be at least 1, not {cost}")
         if counts not in COUNTS:
             raise ValueError(f"counts must be one of {', '.join(COUNTS)}, not {counts!r}")
-        if algorithm == CONCURRENCY and counts != "all":
+        if algorithms.released(algorithm) and counts != "all":
             raise ValueError("a concurrency policy counts all: it gives every slot back")
         if calendar:
             if calendar not in CALENDARS:
                 raise ValueError(
                     f"calendar must be one of {', '.join(CALENDARS)}, not {calendar!r}"
                 )
-            if algorithm not in CALENDAR_ALGORITHMS:
-                raise ValueError(f"{algorithm} has no calendar windows: use fixed_window")
+            if algorithm not in algorithms.CALENDAR:
+                raise ValueError(
+                    f"{algorithm} has no calendar windows: use {' or '.join(algorithms.CALENDAR)}"
+                )
             time_zone = time_zone or settings.TIME_ZONE or "UTC"
             zone(time_zone)  # an unknown name is refused here, not per request
             window = NOMINAL_WINDOW[calendar]
@@ -162,7 +165,7 @@ class CompiledPolicy:
         lockout = int(lockout)
         if lockout < 0:
             raise ValueError(f"lockout must be 0 (none) or more seconds, not {lockout}")
-        if lockout and (algorithm == CONCURRENCY or int(shards) > 1):
+        if lockout and (algorithms.released(algorithm) or int(shards) > 1):
             raise ValueError("a lockout needs one shard and an algorithm other than concurrency")
         if lockout and key == "global":
             raise ValueError(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ratelimits.engine import algorithms
 from ratelimits.engine.periods import boundaries, zone
 
 #: Script arguments: per shard, the six ARGV slots of ``lua/decide.lua``.
@@ -40,15 +41,15 @@ def shard_args(
 ) -> ScriptArgs:
     """Each shard's ARGV slots (see ``CompiledPolicy.script_args``).
 
-    A policy has at most ``limit`` shards (each has a unit of quota), and a token bucket
-    at most ``burst`` (each shard's bucket holds a unit). A bucket's shards split the rate
+    A policy has at most ``limit`` shards (each has a unit of quota), and an algorithm with
+    bursts at most ``burst`` (each shard's bucket holds a unit). A bucket's shards split the rate
     and the burst as :func:`shard_limits` splits a limit: shard i admits at most
     ``burst_i + limit_i * t / window`` units in any time t, so the policy, summed over its
     shards, admits at most ``burst + limit * t / window`` (as an unsharded bucket does),
     and, as for every sharded policy, a client whose requests all land in one shard may
     be denied earlier."""
     bursts = limit if burst is None else burst
-    count = max(1, min(shards, limit, bursts if algorithm == "token_bucket" else limit))
+    count = max(1, min(shards, limit, bursts if algorithms.bursts(algorithm) else limit))
     cost_slot = str(cost)
     return tuple(
         (algorithm, str(share), window_ms, enforce, str(bucket), cost_slot)

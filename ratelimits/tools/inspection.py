@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from ratelimits.engine import keys, limiter
+from ratelimits.engine import algorithms, keys, limiter
 from ratelimits.engine.decision import Decision
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
@@ -96,9 +96,10 @@ def inspect(
     pipe.exists(name.key)
     pipe.pttl(name.key)
     pipe.type(name.key)
-    if name.algorithm in ("sliding_log", "concurrency"):
+    stored = None if name.lock else algorithms.get(name.algorithm).state
+    if stored in ("log", "leases"):
         pipe.zrange(name.key, 0, -1, withscores=True)
-    elif name.algorithm in ("compact_log", "token_bucket") or name.lock:
+    elif stored in ("ring", "tat") or name.lock:
         pipe.get(name.key)
     else:
         pipe.hgetall(name.key)
@@ -136,13 +137,13 @@ def inspect(
     )
     if foreign or name.lock:
         return detail
-    if name.algorithm == "sliding_log":
+    if stored == "log":
         detail.entries.extend(int(score) for _, score in state)
-    elif name.algorithm == "compact_log":
+    elif stored == "ring":
         detail.entries.extend(ring_entries(state))
-    elif name.algorithm == "concurrency":
+    elif stored == "leases":
         detail.leases.extend(parse(state))
-    elif name.algorithm == "token_bucket":
+    elif stored == "tat":
         if state is not None:  # the theoretical arrival time, in microseconds
             detail.raw["tat"] = state.decode()
     elif state:
@@ -179,7 +180,7 @@ def _is_foreign(error: str) -> bool:
 
 def is_log(algorithm: str) -> bool:
     """True for the algorithms that keep one entry per admission."""
-    return algorithm in ("sliding_log", "compact_log")
+    return algorithms.keeps_entries(algorithm)
 
 
 def ring_entries(blob: bytes | None) -> list[int]:
@@ -229,13 +230,14 @@ def _windows(
     current = now_us // window_us
     index = int(stored.get(b"w", b"0"))
     found = [(index, int(stored.get(b"c", b"0")))]
-    if algorithm == "sliding_counter":
+    previous = algorithms.get(algorithm).previous_window
+    if previous:
         found.append((index - 1, int(stored.get(b"p", b"0"))))
     windows = []
     for at, count in found:
         if at == current:
             label = "current"
-        elif at == current - 1 and algorithm == "sliding_counter":
+        elif at == current - 1 and previous:
             label = "previous"
         else:
             label = "expired"

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ratelimits.engine import keys
-from ratelimits.engine.policy import CONCURRENCY
+from ratelimits.engine import algorithms, keys
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.inventory import by_node
 
@@ -70,7 +69,7 @@ def read(client: Client, names: Sequence[keys.KeyName]) -> dict[str, Held]:
     """The leases of each concurrency key of ``names`` (the others are left out), by key:
     one transaction per server, with its ``TIME``; nothing is written."""
     found: dict[str, Held] = {}
-    wanted = [name for name in names if name.algorithm == CONCURRENCY]
+    wanted = [name for name in names if algorithms.released(name.algorithm)]
     for node, group in by_node(client, wanted, key=lambda name: name.key).items():
         pipe = node.pipeline(transaction=True)
         pipe.time()

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 
+from ratelimits.engine import algorithms
 from ratelimits.tools.measured import (
     MEASURED,
     REDIS_6,
@@ -47,11 +48,26 @@ from ratelimits.tools.measured import (
 SLIDING_LOG_POINTS = REFERENCE.sliding_log
 COMPACT_LOG_POINTS = REFERENCE.compact_log
 CONCURRENCY_POINTS = REFERENCE.concurrency
+#: Which of :class:`Measured`'s figures is each algorithm's key: measured points for one
+#: whose size grows with the limit, one size for one that stays small.
+FIGURES: dict[str, str] = {
+    "sliding_log": "sliding_log",
+    "compact_log": "compact_log",
+    "sliding_counter": "counter",
+    "fixed_window": "counter",
+    "token_bucket": "bucket",
+    "concurrency": "concurrency",
+}
+#: Every algorithm whose size grows with the limit (the logs, concurrency's leases), by
+#: the reference's measured points.
+GROWING_POINTS: dict[str, tuple[tuple[int, int], ...]] = {
+    name: figure
+    for name, figure in ((n, getattr(REFERENCE, f)) for n, f in FIGURES.items())
+    if isinstance(figure, tuple)
+}
 #: The measured points of the logs, whose size grows with the limit (and which the admin
 #: may suggest replacing: see :func:`is_large`).
-LOG_POINTS = {"sliding_log": SLIDING_LOG_POINTS, "compact_log": COMPACT_LOG_POINTS}
-#: Every algorithm whose size grows with the limit: the logs, and concurrency's leases.
-GROWING_POINTS = {**LOG_POINTS, "concurrency": CONCURRENCY_POINTS}
+LOG_POINTS = {n: p for n, p in GROWING_POINTS.items() if algorithms.keeps_entries(n)}
 COUNTER_BYTES = REFERENCE.counter
 BUCKET_BYTES = REFERENCE.bucket
 LOCK_BYTES = REFERENCE.lock
@@ -65,9 +81,10 @@ LARGE_BYTES = 16 * 1024
 def bytes_per_client(algorithm: str, limit: int, measured: Measured = REFERENCE) -> int:
     """Estimated bytes of Redis memory for one client at ``limit`` under ``algorithm``, by
     the figures ``measured`` on one server (the reference's unless told)."""
-    if algorithm not in GROWING_POINTS:
-        return measured.bucket if algorithm == "token_bucket" else measured.counter
-    points: tuple[tuple[int, int], ...] = getattr(measured, algorithm)
+    figure = getattr(measured, FIGURES.get(algorithm, "counter"))
+    if isinstance(figure, int):
+        return figure
+    points: tuple[tuple[int, int], ...] = figure
     limit = max(1, int(limit))
     counts = [entries for entries, _ in points]
     index = bisect.bisect_left(counts, limit)
@@ -126,7 +143,7 @@ LARGE_WORK_LIMIT = 100_000
 def work_per_request(algorithm: str, limit: int) -> tuple[str, str, bool]:
     """(order, what it is, large) of one request's Redis work under ``algorithm`` at
     ``limit`` (``n`` is at most the limit)."""
-    order, what = WORK.get(algorithm, WORK["sliding_counter"])
+    order, what = WORK.get(algorithm, WORK[algorithms.DEFAULT])
     large = algorithm in LOG_POINTS and int(limit) >= LARGE_WORK_LIMIT
     return order, what, large
 

@@ -423,7 +423,7 @@ def test_change_form_shows_the_memory_of_requests_in_progress(admin_client):
     html = admin_client.get(f"{CHANGELIST}{large.pk}/change/").content.decode()
     assert "About <strong>118.8 KB</strong> of Redis memory per active client" in html
     assert "ratelimits-memory-warning" not in html
-    assert '"leases": [[1, 136]' in html.replace("&quot;", '"')  # for policy_form.js
+    assert '"concurrency": [[1, 136]' in html.replace("&quot;", '"')  # for policy_form.js
 
 
 def test_endpoint_field_suggests_url_names_and_scopes(admin_client):

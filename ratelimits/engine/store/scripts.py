@@ -28,14 +28,13 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from ratelimits.engine.algorithms import ALGORITHMS
+
+#: The prelude, one file per algorithm of the registry (``lua/<name>.lua``), then the
+#: code that calls them.
 DECIDE_PARTS = (
     "prelude.lua",
-    "sliding_log.lua",
-    "compact_log.lua",
-    "sliding_counter.lua",
-    "fixed_window.lua",
-    "token_bucket.lua",
-    "concurrency.lua",
+    *(f"{algorithm.name}.lua" for algorithm in ALGORITHMS),
     "give_back.lua",
     "decide.lua",
 )

@@ -26,9 +26,11 @@
     return seconds + " s";
   }
 
+  // An algorithm's size: one figure, or measured points (entries, bytes) to interpolate.
   function bytesPerClient(points, algorithm, limit) {
-    var log = points.logs[algorithm] || (algorithm === "concurrency" ? points.leases : null);
-    if (!log) return algorithm === "token_bucket" ? points.bucket : points.counter;
+    var log = points.sizes[algorithm];
+    if (log === undefined) return points.counter;
+    if (typeof log === "number") return log;
     if (limit <= log[0][0]) return log[0][1];
     for (var i = 1; i < log.length; i++) {
       if (limit <= log[i][0] || i === log.length - 1) {
@@ -64,7 +66,7 @@
     var strong = document.createElement("strong");
     strong.textContent = human(size);
     var at = " per window).";
-    if (algorithm.value === "concurrency") at = " in progress at once).";
+    if (points.released.indexOf(algorithm.value) >= 0) at = " in progress at once).";
     else if (kept) at = " per calendar " + calendar + ").";
     box.append(strong, " of Redis memory per active client (" + algorithm.value + " at " +
       limit + at);
@@ -82,11 +84,18 @@
     if (points.logs[algorithm.value] && size > points.large) {
       var warning = document.createElement("p");
       warning.className = "errornote ratelimits-memory-warning";
-      var compact = bytesPerClient(points, "compact_log", limit);
-      if (algorithm.value === "sliding_log" && compact <= points.large) {
-        warning.textContent = "A log this long is large: consider compact_log (exact too, " +
-          "about " + human(compact) + ") or sliding_counter (about " + human(points.counter) +
-          ", approximate).";
+      // Another log, smaller and not large itself, as ratelimits/admin/widgets.py says.
+      var other = null;
+      Object.keys(points.logs).forEach(function (log) {
+        var bytes = bytesPerClient(points, log, limit);
+        if (!other && log !== algorithm.value && bytes <= points.large && bytes < size) {
+          other = [log, bytes];
+        }
+      });
+      if (other) {
+        warning.textContent = "A log this long is large: consider " + other[0] + " (exact " +
+          "too, about " + human(other[1]) + ") or sliding_counter (about " +
+          human(points.counter) + ", approximate).";
       } else {
         warning.textContent = "A log this long is large: consider sliding_counter (about " +
           human(points.counter) + " at any limit, approximate).";
