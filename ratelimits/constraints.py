@@ -8,7 +8,7 @@ from django.db.models import F, Q
 
 from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
-from ratelimits.engine import algorithms, override_identity
+from ratelimits.engine import algorithms, override_identity, rules
 
 
 def one_of(field: str, values: tuple[str, ...]) -> dict[str, object]:
@@ -80,20 +80,20 @@ POLICY_CONSTRAINTS = [
     ),
     models.CheckConstraint(
         condition=Q(lockout=0)
-        | Q(lockout__gte=1, lockout__lte=validators.MAX_LOCKOUT, shards=1)
+        | Q(lockout__gte=1, lockout__lte=validators.MAX_LOCKOUT, shards=rules.LOCKOUT_SHARDS)
         & none_of("algorithm", algorithms.RELEASED),
         name="ratelimits_policy_lockout_valid",
     ),
     models.CheckConstraint(
-        condition=Q(lockout=0) | ~Q(key="global"),
+        condition=Q(lockout=0) | ~Q(key=rules.GLOBAL_KEY),
         name="ratelimits_policy_no_global_lockout",
     ),
     models.CheckConstraint(
-        condition=~Q(key="username") | Q(counts=Counts.SIGN_IN_FAILURES),
+        condition=~Q(key=rules.USERNAME_KEY) | Q(counts=Counts.SIGN_IN_FAILURES),
         name="ratelimits_policy_username_sign_in",
     ),
     models.CheckConstraint(
-        condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key="user"),
+        condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key=rules.USER_KEY),
         name="ratelimits_policy_sign_in_key",
     ),
     models.CheckConstraint(

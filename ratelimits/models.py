@@ -13,15 +13,10 @@ from django.db import models
 from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
 from ratelimits.constraints import OVERRIDE_CONSTRAINTS, POLICY_CONSTRAINTS
-from ratelimits.engine import algorithms, override_identity
+from ratelimits.engine import algorithms, override_identity, rules
 from ratelimits.engine.describe import describe_rate
 from ratelimits.engine.periods import NOMINAL_WINDOW
 from ratelimits.querysets import AnnouncingQuerySet
-
-
-def _labels(names: tuple[str, ...]) -> str:
-    """The choice labels of the algorithms ``names``: ``"Fixed window"``."""
-    return " or ".join(algorithms.get(name).label for name in names)
 
 
 class Policy(models.Model):
@@ -193,85 +188,19 @@ class Policy(models.Model):
 
     def clean(self) -> None:
         super().clean()
-        shards, limit, burst = self.shards, self.limit, self.burst
-        if isinstance(shards, int) and isinstance(limit, int) and 1 <= limit < shards:
-            raise ValidationError(
-                {"shards": f"At most the limit ({limit}): every shard admits at least 1."}
-            )
-        if burst is not None and not algorithms.bursts(self.algorithm):
-            raise ValidationError(
-                {
-                    "burst": f"Only a {' or '.join(algorithms.BURSTING)} policy has a burst: "
-                    "leave it blank."
-                }
-            )
-        if algorithms.released(self.algorithm) and self.counts not in ("", Counts.ALL):
-            raise ValidationError(
-                {
-                    "counts": f"A {self.algorithm} policy gives every slot back when the "
-                    "response is done: choose all."
-                }
-            )
-        if isinstance(shards, int) and isinstance(burst, int) and 1 <= burst < shards:
-            raise ValidationError(
-                {"shards": f"At most the burst ({burst}): every shard takes at least 1 at once."}
-            )
-        self._clean_calendar()
-        self._clean_lockout()
-        self._clean_sign_in()
-
-    def _clean_sign_in(self) -> None:
-        if self.key == "username" and self.counts != Counts.SIGN_IN_FAILURES:
-            raise ValidationError(
-                {
-                    "key": "Only failed sign-ins have an attempted username: choose "
-                    "counts = failed sign-ins, or another key."
-                }
-            )
-        if self.counts == Counts.SIGN_IN_FAILURES and self.key == "user":
-            raise ValidationError(
-                {
-                    "key": "A failed sign-in has no user: count failed sign-ins by "
-                    "username, ip or user_or_ip."
-                }
-            )
-
-    def _clean_calendar(self) -> None:
-        if self.calendar and self.algorithm not in algorithms.CALENDAR:
-            raise ValidationError(
-                {
-                    "calendar": f"Only a {' or '.join(algorithms.CALENDAR)} policy counts in "
-                    f"calendar periods: choose {_labels(algorithms.CALENDAR)}, or a rolling window."
-                }
-            )
-        if self.time_zone and not self.calendar:
-            raise ValidationError(
-                {
-                    "time_zone": "Only a calendar period has a time zone: choose a "
-                    "calendar day, week or month, or leave it blank."
-                }
-            )
-
-    def _clean_lockout(self) -> None:
-        lockout = self.lockout
-        if not isinstance(lockout, int) or lockout == 0:
-            return
-        if algorithms.released(self.algorithm):
-            raise ValidationError(
-                {"lockout": f"A {self.algorithm} policy has no lockout: its slots come back."}
-            )
-        if isinstance(self.shards, int) and self.shards > 1:
-            raise ValidationError(
-                {"lockout": "A lockout needs one shard: set shards to 1, or the lockout to 0."}
-            )
-        if self.key == "global":
-            raise ValidationError(
-                {
-                    "lockout": "A global policy has one counter for everyone: one client's "
-                    "denial would lock every client out. Set the lockout to 0, or count "
-                    "per user or ip."
-                }
-            )
+        problem = rules.first_problem(
+            algorithm=self.algorithm,
+            limit=self.limit,
+            shards=self.shards,
+            burst=self.burst,
+            counts=self.counts,
+            calendar=self.calendar,
+            time_zone=self.time_zone,
+            lockout=self.lockout,
+            key=self.key,
+        )
+        if problem is not None:
+            raise ValidationError({problem.field: problem.message})
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The same normal form whether the row comes from a form, the ORM or an import.
@@ -289,7 +218,7 @@ class Policy(models.Model):
             self.cost,
             self.counts,
             calendar=self.calendar,
-            time_zone=self.calendar and (self.time_zone or settings.TIME_ZONE or "UTC"),
+            time_zone=self.calendar and rules.calendar_zone(self.time_zone),
             lockout=self.lockout or 0,
         )
 
@@ -382,7 +311,7 @@ class PolicyOverride(models.Model):
             policy.window,
             policy.algorithm,
             calendar=calendar,
-            time_zone=calendar and (policy.time_zone or settings.TIME_ZONE or "UTC"),
+            time_zone=calendar and rules.calendar_zone(policy.time_zone),
         )
 
     def normalize(self) -> None:

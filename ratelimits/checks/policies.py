@@ -12,7 +12,7 @@ from django.db import DatabaseError
 from django.db.models import Q
 
 from ratelimits.checks.names import LIMITER_MIDDLEWARE_PATH, SIGN_IN_BACKEND_PATH
-from ratelimits.engine import periods
+from ratelimits.engine import periods, rules
 from ratelimits.models import Policy
 
 #: The ``counts`` of a policy against guessing (with any policy that has a lockout): W040.
@@ -32,7 +32,7 @@ def check_time_zones(app_configs: Any = None, databases: Any = None, **kwargs: A
         except DatabaseError:  # not migrated yet: migrate runs these checks first
             continue
         for name, time_zone in named:
-            zone = time_zone or settings.TIME_ZONE or "UTC"
+            zone = rules.calendar_zone(time_zone)
             try:
                 periods.zone(zone)
             except periods.UnknownTimeZone:

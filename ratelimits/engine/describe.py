@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from ratelimits.engine import algorithms
-
-#: The ``counts`` of a sign-in policy (see :mod:`ratelimits.engine.policy`).
-SIGN_IN_FAILURES = "sign_in_failures"
+from ratelimits.engine.rules import SIGN_IN_FAILURES
 
 
 def describe_rate(

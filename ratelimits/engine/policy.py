@@ -11,12 +11,10 @@ import random
 import time
 from dataclasses import dataclass, field, replace
 
-from django.conf import settings
-
 from ratelimits import validators
 from ratelimits.conf import app_settings
-from ratelimits.engine import algorithms
-from ratelimits.engine.describe import SIGN_IN_FAILURES, describe_rate
+from ratelimits.engine import algorithms, rules
+from ratelimits.engine.describe import describe_rate
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides, Previous
@@ -28,7 +26,7 @@ from ratelimits.engine.wire import WireArgs, encoded_cost, wire
 #: still import it; ask :func:`ratelimits.engine.algorithms.released` instead.
 CONCURRENCY = "concurrency"
 #: What ``counts`` may be: which responses spend a unit.
-COUNTS = ("all", "failures", "successes", "sign_in_failures")
+COUNTS = rules.COUNTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +101,7 @@ class CompiledPolicy:
         object.__setattr__(self, "capacities", tuple(int(a[slot]) for a in self.script_args))
         gives_back = algorithms.released(self.algorithm) or self.counts != "all"
         object.__setattr__(self, "gives_back", gives_back)
-        object.__setattr__(self, "signs_in", self.counts == SIGN_IN_FAILURES)
+        object.__setattr__(self, "signs_in", self.counts == rules.SIGN_IN_FAILURES)
         object.__setattr__(self, "_period", [(0.0, self.script_args, (), ())])
 
     @classmethod
@@ -146,18 +144,14 @@ class CompiledPolicy:
             raise ValueError(f"cost must be at least 1, not {cost}")
         if counts not in COUNTS:
             raise ValueError(f"counts must be one of {', '.join(COUNTS)}, not {counts!r}")
-        if algorithms.released(algorithm) and counts != "all":
-            raise ValueError("a concurrency policy counts all: it gives every slot back")
+        _refuse(rules.counts_problem(algorithm, counts))
         if calendar:
             if calendar not in CALENDARS:
                 raise ValueError(
                     f"calendar must be one of {', '.join(CALENDARS)}, not {calendar!r}"
                 )
-            if algorithm not in algorithms.CALENDAR:
-                raise ValueError(
-                    f"{algorithm} has no calendar windows: use {' or '.join(algorithms.CALENDAR)}"
-                )
-            time_zone = time_zone or settings.TIME_ZONE or "UTC"
+            _refuse(rules.calendar_problem(algorithm, calendar))
+            time_zone = rules.calendar_zone(time_zone)
             zone(time_zone)  # an unknown name is refused here, not per request
             window = NOMINAL_WINDOW[calendar]
         else:
@@ -165,13 +159,7 @@ class CompiledPolicy:
         lockout = int(lockout)
         if lockout < 0:
             raise ValueError(f"lockout must be 0 (none) or more seconds, not {lockout}")
-        if lockout and (algorithms.released(algorithm) or int(shards) > 1):
-            raise ValueError("a lockout needs one shard and an algorithm other than concurrency")
-        if lockout and key == "global":
-            raise ValueError(
-                "a global policy has no lockout: it has one counter for everyone, so one "
-                "client's denial would lock every client out"
-            )
+        _refuse(rules.lockout_problem(lockout, algorithm, int(shards), key))
         header = validators.header_name(key)
         enforce = mode == "enforce"
         burst = None if burst is None else int(burst)
@@ -351,6 +339,12 @@ class CompiledPolicy:
         """The shard one request counts in: uniformly at random (0 when unsharded)."""
         count = len(self.script_args)
         return random.randrange(count) if count > 1 else 0
+
+
+def _refuse(problem: rules.Problem | None) -> None:
+    """Raise ``ValueError`` naming the rule's field and reason, when one is broken."""
+    if problem is not None:
+        raise ValueError(str(problem))
 
 
 @dataclass(slots=True)

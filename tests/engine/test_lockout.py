@@ -105,9 +105,9 @@ def test_a_shadow_policy_with_a_lockout_reports_it_and_denies_nothing():
     [
         ({"lockout": -1}, "lockout must be 0"),
         ({"lockout": 60, "shards": 2}, "one shard"),
-        ({"lockout": 60, "algorithm": "concurrency"}, "one shard and an algorithm"),
+        ({"lockout": 60, "algorithm": "concurrency"}, "A concurrency policy has no lockout"),
         # One counter for everyone: one client's denial would lock every client out.
-        ({"lockout": 60, "key": "global"}, "a global policy has no lockout"),
+        ({"lockout": 60, "key": "global"}, "A global policy has one counter for everyone"),
     ],
 )
 def test_the_engine_refuses_a_lockout_it_cannot_keep(fields, message):

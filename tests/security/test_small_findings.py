@@ -146,7 +146,7 @@ def test_a_global_lockout_is_refused_by_the_import_and_the_engine():
         "user or ip."
     ]
     assert not Policy.objects.exists()
-    with pytest.raises(ValueError, match="a global policy has no lockout"):
+    with pytest.raises(ValueError, match="lockout: A global policy has one counter for everyone"):
         CompiledPolicy.build(algorithm="sliding_log", key="global", lockout=900, **row)
 
 

@@ -1,0 +1,164 @@
+"""The rules a policy's fields keep together, in one place.
+
+The model's validation (``Policy.clean``), its database constraints
+(:mod:`ratelimits.constraints`) and the compiled policy (``CompiledPolicy.build``) all
+read them here: a :class:`Problem` names the field and the reason, in the words the
+admin, an import and the engine's ``ValueError`` all show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from ratelimits.engine import algorithms
+
+#: The ``counts`` that spends every admitted request.
+ALL = "all"
+#: The ``counts`` of a sign-in policy: decided by ``RateLimitBackend`` in ``authenticate()``,
+#: never by the faces that decide a request.
+SIGN_IN_FAILURES = "sign_in_failures"
+#: What ``counts`` may be: which responses spend a unit (the model's ``Counts``).
+COUNTS = (ALL, "failures", "successes", SIGN_IN_FAILURES)
+#: The key of a sign-in's attempted username: only failed sign-ins have one.
+USERNAME_KEY = "username"
+#: The key a failed sign-in cannot have: nobody signed in.
+USER_KEY = "user"
+#: The key with one counter for everyone: a lockout there would lock every client out.
+GLOBAL_KEY = "global"
+#: A lockout locks one counter: its policy has this many shards.
+LOCKOUT_SHARDS = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A rule a policy breaks: the field to fix, and why."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def calendar_zone(time_zone: str) -> str:
+    """The IANA zone of a calendar policy's periods: its own, else the site's
+    ``TIME_ZONE``, else UTC."""
+    return time_zone or settings.TIME_ZONE or "UTC"
+
+
+def shards_problem(shards: object, limit: object, burst: object) -> Problem | None:
+    """Every shard admits at least one unit, and takes at least one at once."""
+    if isinstance(shards, int) and isinstance(limit, int) and 1 <= limit < shards:
+        return Problem("shards", f"At most the limit ({limit}): every shard admits at least 1.")
+    if isinstance(shards, int) and isinstance(burst, int) and 1 <= burst < shards:
+        return Problem(
+            "shards", f"At most the burst ({burst}): every shard takes at least 1 at once."
+        )
+    return None
+
+
+def burst_problem(algorithm: str, burst: object) -> Problem | None:
+    """Only an algorithm with bursts has a burst."""
+    if burst is not None and not algorithms.bursts(algorithm):
+        names = " or ".join(algorithms.BURSTING)
+        return Problem("burst", f"Only a {names} policy has a burst: leave it blank.")
+    return None
+
+
+def counts_problem(algorithm: str, counts: str) -> Problem | None:
+    """An algorithm whose units come back after every response counts them all."""
+    if algorithms.released(algorithm) and counts not in ("", ALL):
+        return Problem(
+            "counts",
+            f"A {algorithm} policy gives every slot back when the response is done: choose all.",
+        )
+    return None
+
+
+def calendar_problem(algorithm: str, calendar: str) -> Problem | None:
+    """Only an algorithm that takes calendar windows counts in calendar periods."""
+    if calendar and algorithm not in algorithms.CALENDAR:
+        names = " or ".join(algorithms.CALENDAR)
+        labels = " or ".join(algorithms.get(name).label for name in algorithms.CALENDAR)
+        return Problem(
+            "calendar",
+            f"Only a {names} policy counts in calendar periods: choose {labels}, or a "
+            "rolling window.",
+        )
+    return None
+
+
+def time_zone_problem(calendar: str, time_zone: str) -> Problem | None:
+    """Only a calendar period has a time zone."""
+    if time_zone and not calendar:
+        return Problem(
+            "time_zone",
+            "Only a calendar period has a time zone: choose a calendar day, week or month, "
+            "or leave it blank.",
+        )
+    return None
+
+
+def lockout_problem(lockout: object, algorithm: str, shards: object, key: str) -> Problem | None:
+    """A lockout needs counts that stay spent, one shard, and a counter per client."""
+    if not isinstance(lockout, int) or lockout == 0:
+        return None
+    if algorithms.released(algorithm):
+        return Problem("lockout", f"A {algorithm} policy has no lockout: its slots come back.")
+    if isinstance(shards, int) and shards > LOCKOUT_SHARDS:
+        return Problem(
+            "lockout", "A lockout needs one shard: set shards to 1, or the lockout to 0."
+        )
+    if key == GLOBAL_KEY:
+        return Problem(
+            "lockout",
+            "A global policy has one counter for everyone: one client's denial would lock "
+            "every client out. Set the lockout to 0, or count per user or ip.",
+        )
+    return None
+
+
+def sign_in_problem(key: str, counts: str) -> Problem | None:
+    """Only failed sign-ins have an attempted username, and none has a user."""
+    if key == USERNAME_KEY and counts != SIGN_IN_FAILURES:
+        return Problem(
+            "key",
+            "Only failed sign-ins have an attempted username: choose counts = failed "
+            "sign-ins, or another key.",
+        )
+    if counts == SIGN_IN_FAILURES and key == USER_KEY:
+        return Problem(
+            "key",
+            "A failed sign-in has no user: count failed sign-ins by username, ip or user_or_ip.",
+        )
+    return None
+
+
+def first_problem(
+    *,
+    algorithm: str,
+    limit: object,
+    shards: object,
+    burst: object,
+    counts: str,
+    calendar: str,
+    time_zone: str,
+    lockout: object,
+    key: str,
+) -> Problem | None:
+    """The first rule these fields break, in the order the admin reports them."""
+    for problem in (
+        shards_problem(shards, limit, None),
+        burst_problem(algorithm, burst),
+        counts_problem(algorithm, counts),
+        shards_problem(shards, None, burst),
+        calendar_problem(algorithm, calendar),
+        time_zone_problem(calendar, time_zone),
+        lockout_problem(lockout, algorithm, shards, key),
+        sign_in_problem(key, counts),
+    ):
+        if problem is not None:
+            return problem
+    return None
