@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, transaction
@@ -100,32 +101,61 @@ def _announce_policy_change() -> None:
     policy_changed.send(sender=_announce_policy_change)
 
 
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """One signal a face sends about a request: the signal, its name for the log, and
+    its keyword arguments besides ``sender`` and ``request``."""
+
+    signal: Signal
+    name: str
+    about: dict[str, Any]
+
+
+def announcements(verdict: Verdict) -> list[Announcement]:
+    """What a face sends about ``verdict``: :data:`request_throttled` for a denial, else
+    :data:`request_near_limit` for each policy it took near its limit (often nothing)."""
+    if not verdict.allowed:
+        return [_throttled(verdict)]
+    return [
+        Announcement(request_near_limit, "request_near_limit", _near(decision))
+        for decision in verdict.near_limit
+    ]
+
+
+def send(sender: object, request: Any, sent: list[Announcement]) -> None:
+    """Send each of ``sent`` from ``sender``. A receiver's exception is logged, not
+    raised: the request goes on (or is still a 429)."""
+    for announcement in sent:
+        results = announcement.signal.send_robust(sender, request=request, **announcement.about)
+        _log_failures(results, announcement.name)
+
+
+async def asend(sender: object, request: Any, sent: list[Announcement]) -> None:
+    """:func:`send` from a coroutine: async receivers are awaited, sync ones run in a
+    thread, as Django's ``Signal.asend_robust`` does."""
+    for announcement in sent:
+        signal = announcement.signal
+        results = await signal.asend_robust(sender, request=request, **announcement.about)
+        _log_failures(results, announcement.name)
+
+
 def send_request_throttled(sender: object, request: Any, verdict: Verdict) -> None:
-    """Send :data:`request_throttled` for a request ``verdict`` denies. A receiver's
-    exception is logged, not raised: the request is still a 429."""
-    _log_failures(request_throttled.send_robust(sender, request=request, **_about(verdict)))
+    """Send :data:`request_throttled` for a request ``verdict`` denies (see :func:`send`)."""
+    send(sender, request, [_throttled(verdict)])
 
 
 async def asend_request_throttled(sender: object, request: Any, verdict: Verdict) -> None:
-    """:func:`send_request_throttled` from a coroutine: async receivers are awaited, sync
-    ones run in a thread, as Django's ``Signal.asend_robust`` does."""
-    sent = await request_throttled.asend_robust(sender, request=request, **_about(verdict))
-    _log_failures(sent)
+    """:func:`send_request_throttled` from a coroutine (see :func:`asend`)."""
+    await asend(sender, request, [_throttled(verdict)])
 
 
 def send_request_near_limit(sender: object, request: Any, verdict: Verdict) -> None:
-    """Send :data:`request_near_limit` for each of ``verdict.near_limit``. A receiver's
-    exception is logged, not raised."""
-    for decision in verdict.near_limit:
-        sent = request_near_limit.send_robust(sender, request=request, **_near(decision))
-        _log_failures(sent, "request_near_limit")
+    """Send :data:`request_near_limit` for each of ``verdict.near_limit``."""
+    send(sender, request, announcements(verdict))
 
 
-async def asend_request_near_limit(sender: object, request: Any, verdict: Verdict) -> None:
-    """:func:`send_request_near_limit` from a coroutine (async receivers are awaited)."""
-    for decision in verdict.near_limit:
-        sent = await request_near_limit.asend_robust(sender, request=request, **_near(decision))
-        _log_failures(sent, "request_near_limit")
+def _throttled(verdict: Verdict) -> Announcement:
+    return Announcement(request_throttled, "request_throttled", _about(verdict))
 
 
 def _near(decision: Decision) -> dict[str, Any]:
@@ -138,7 +168,7 @@ def _about(verdict: Verdict) -> dict[str, Any]:
     return {"decisions": decisions, "policy": first.policy, "identity": first.identity}
 
 
-def _log_failures(results: list[tuple[Any, Any]], name: str = "request_throttled") -> None:
+def _log_failures(results: list[tuple[Any, Any]], name: str) -> None:
     for receiver, result in results:
         if isinstance(result, Exception):
             logger.error(

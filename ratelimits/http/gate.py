@@ -13,28 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.utils.functional import LazyObject, empty
-
 from ratelimits.engine.decision import Verdict
-from ratelimits.engine.limiter import adecide, decide
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.table import PolicyTable, aget_table, get_table
-from ratelimits.http import afterwards, facts
-from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
-from ratelimits.signals import (
-    asend_request_near_limit,
-    asend_request_throttled,
-    send_request_near_limit,
-    send_request_throttled,
-)
+from ratelimits.http import pipeline
+from ratelimits.http.pipeline import undecided  # noqa: F401 (the DRF throttle's, for now)
 
 #: The marker a DRF throttle class carries when it applies the policies itself, after
 #: DRF's authentication: :class:`~ratelimits.throttling.PolicyThrottle`.
 APPLIES_POLICIES = "applies_ratelimits_policies"
-
-_USER_KINDS = frozenset(("user", "user_or_ip"))
-#: The ``counts`` decided before a framework's authentication (:func:`check`).
-_FAILURES = "failures"
 
 
 def check(
@@ -56,19 +41,8 @@ def check(
     is then counted, and an attempt over the limit is refused before any credential is
     checked. Such a policy counts a client as it is known before that authentication
     (a session's user, else its address); the framework's throttle decides the rest."""
-    policies = undecided(request, _matching(request, scope, get_table(), before_authentication))
-    if not policies:
-        return None
-    units = facts.request_cost(cost, request)
-    verdict = decide(facts.checks_for(request, policies, cost=units))
-    attach_decisions(request, verdict.decisions)
-    if verdict.receipt is not None:
-        afterwards.hold(request, verdict.receipt)
-    if not verdict.allowed:
-        send_request_throttled(sender, request, verdict)
-    elif verdict.near_limit:
-        send_request_near_limit(sender, request, verdict)
-    return verdict
+    ask = pipeline.Ask(sender, scope, cost, before_authentication)
+    return pipeline.run(request, ask).verdict
 
 
 async def acheck(
@@ -81,22 +55,8 @@ async def acheck(
 ) -> Verdict | None:
     """:func:`check` from a coroutine: the user is loaded with ``request.auser()`` and
     the call is made on the running loop, with no thread in between."""
-    table = await aget_table()
-    policies = undecided(request, _matching(request, scope, table, before_authentication))
-    if not policies:
-        return None
-    if any(p.key_kind in _USER_KINDS or p.overrides is not None for p in policies):
-        await _load_user(request)
-    units = facts.request_cost(cost, request)
-    verdict = await adecide(facts.checks_for(request, policies, cost=units))
-    attach_decisions(request, verdict.decisions)
-    if verdict.receipt is not None:
-        afterwards.hold(request, verdict.receipt)
-    if not verdict.allowed:
-        await asend_request_throttled(sender, request, verdict)
-    elif verdict.near_limit:
-        await asend_request_near_limit(sender, request, verdict)
-    return verdict
+    ask = pipeline.Ask(sender, scope, cost, before_authentication)
+    return (await pipeline.arun(request, ask)).verdict
 
 
 def check_face_options(face: str, scope: object, cost: object, *, scope_required: bool) -> None:
@@ -107,16 +67,6 @@ def check_face_options(face: str, scope: object, cost: object, *, scope_required
         raise TypeError(f"{face}(scope=...) needs a policy endpoint name, not {scope!r}.")
     if cost is not None and not callable(cost) and (type(cost) is not int or cost < 1):
         raise TypeError(f"{face}(cost=...) needs a whole number of at least 1, not {cost!r}.")
-
-
-def undecided(request: Any, policies: list[CompiledPolicy]) -> list[CompiledPolicy]:
-    """``policies`` without those another face already decided for ``request``."""
-    if policies:
-        made = getattr(getattr(request, "_request", request), DECISIONS_ATTRIBUTE, None)
-        if made:
-            names = {decision.policy for decision in made}
-            return [policy for policy in policies if policy.name not in names]
-    return policies
 
 
 def middleware_scope(view_func: Any, method: str) -> tuple[str | None, bool]:
@@ -191,28 +141,3 @@ def delegated_scope(view_func: Any, method: str) -> str | None:
         if scope is not None:
             return scope
     return None
-
-
-def _matching(
-    request: Any, scope: str | None, table: PolicyTable, before_authentication: bool = False
-) -> list[CompiledPolicy]:
-    """The policies of ``table`` that ``request`` falls under; ``before_authentication``:
-    only those that count failures (see :func:`check`)."""
-    policies = table.match(
-        method=request.method,
-        path=request.path,
-        scope=scope,
-        url_name=facts.url_name(request),
-    )
-    if before_authentication:
-        return [policy for policy in policies if policy.counts == _FAILURES]
-    return policies
-
-
-async def _load_user(request: Any) -> None:
-    """Load ``request.user`` without a thread: a lazy user is replaced by the one
-    ``request.auser()`` loads (the same user the lazy object would give)."""
-    user = request.__dict__.get("user")
-    auser = getattr(request, "auser", None)
-    if isinstance(user, LazyObject) and user._wrapped is empty and auser is not None:
-        request.user = await auser()

@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 
 from ratelimits.decorators import ratelimit
-from ratelimits.http import gate
+from ratelimits.http.pipeline import drivers
 from ratelimits.middleware import RateLimitMiddleware
 from ratelimits.signals import request_near_limit, request_throttled
 from ratelimits.testutils import free_port
@@ -50,7 +50,7 @@ def get(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Call
     def on_the_loop_only(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the sync decide ran under the ASGI handler")
 
-    monkeypatch.setattr(gate, "decide", on_the_loop_only)
+    monkeypatch.setattr(drivers, "decide", on_the_loop_only)
     return async_to_sync(async_client.get)
 
 
@@ -217,7 +217,7 @@ def test_an_async_receiver_is_awaited_on_the_async_path(async_client):
 
 
 def test_a_user_policy_counts_each_user_on_the_async_path(async_client, monkeypatch):
-    monkeypatch.setattr(gate, "decide", None)  # the sync path must not run
+    monkeypatch.setattr(drivers, "decide", None)  # the sync path must not run
     create_policy("per-user", "whoami", limit=2, key="user")
     get = async_to_sync(async_client.get)
     # Anonymous requests are not counted by a user policy.

@@ -1,0 +1,75 @@
+"""The pipeline's two drivers: :func:`run` does each step of :func:`~.core.plan` with
+the sync client, :func:`arun` on the running event loop, with no thread in between.
+The steps are the only code that differs between them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.functional import LazyObject, empty
+
+from ratelimits import signals
+from ratelimits.engine.limiter import adecide, decide
+from ratelimits.engine.table import aget_table, get_table
+from ratelimits.http import responses
+from ratelimits.http.pipeline import core
+
+
+def run(request: Any, ask: core.Ask) -> core.Passage:
+    """The pipeline for ``request``, from sync code."""
+    steps = core.plan(request, ask)
+    given = None
+    while True:
+        try:
+            step = steps.send(given)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        given = _do(step, request)
+
+
+async def arun(request: Any, ask: core.Ask) -> core.Passage:
+    """The pipeline for ``request``, from a coroutine: the table, the user, the decide
+    call, async signal receivers and a coroutine ``THROTTLED_VIEW`` are awaited."""
+    steps = core.plan(request, ask)
+    given = None
+    while True:
+        try:
+            step = steps.send(given)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        given = await _ado(step, request)
+
+
+def _do(step: core.Step, request: Any) -> Any:
+    match step:
+        case core.TABLE:
+            return get_table()
+        case core.Decide(checks):
+            return decide(checks)
+        case core.Announce(sender, sent):
+            return signals.send(sender, request, sent)
+        case core.Refuse(verdict):
+            return responses.throttled(request, verdict)
+    return None  # core.USER: sync code reads a lazy user where it is
+
+
+async def _ado(step: core.Step, request: Any) -> Any:
+    match step:
+        case core.TABLE:
+            return await aget_table()
+        case core.Decide(checks):
+            return await adecide(checks)
+        case core.Announce(sender, sent):
+            return await signals.asend(sender, request, sent)
+        case core.Refuse(verdict):
+            return await responses.athrottled(request, verdict)
+    return await _load_user(request)  # core.USER
+
+
+async def _load_user(request: Any) -> None:
+    """Load ``request.user`` without a thread: a lazy user is replaced by the one
+    ``request.auser()`` loads (the same user the lazy object would give)."""
+    user = request.__dict__.get("user")
+    auser = getattr(request, "auser", None)
+    if isinstance(user, LazyObject) and user._wrapped is empty and auser is not None:
+        request.user = await auser()
