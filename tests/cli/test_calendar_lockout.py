@@ -16,11 +16,11 @@ from ratelimits.engine import keys, limiter
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.testutils import reset_state
+from tests.cli.traffic import V4, redis_now_us
 from tests.helpers import cells, run, run_json
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 
-V4 = "ip:203.0.113.7"
 LOCKOUT = 7200  # longer than the window: a locked-out client waits for the lockout
 
 
@@ -43,11 +43,6 @@ def lock_out(policy: CompiledPolicy, who: str = V4) -> None:
     assert not decide(policy, who)  # the denial that starts the lockout
 
 
-def redis_now(redis_client: Any) -> float:
-    seconds, micros = redis_client.time()
-    return int(seconds) + int(micros) / 1_000_000
-
-
 def utc_iso(moment: dt.datetime) -> str:
     return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + "000Z"
 
@@ -65,7 +60,7 @@ def line(text: str, label: str) -> str:
 def test_inspect_a_locked_out_client_says_until_when(redis_client):
     login = add("login", lockout=LOCKOUT)
     lock_out(login)
-    now = redis_now(redis_client)
+    now = redis_now_us(redis_client) / 1_000_000
     text = run("inspect", "--policy", "login", "--identity", "203.0.113.7")
     assert line(text, "policy") == "login: fixed_window, 1 per 3600 s, then locked out 2 h, enforce"
     assert line(text, "count") == "1 of 1"
@@ -102,7 +97,7 @@ def test_inspect_the_lock_key_itself(redis_client):
 def test_an_ended_lockout_is_not_shown_as_one(redis_client):
     login = add("login", lockout=LOCKOUT)
     lock = keys.lock_key(login.key_for(V4))
-    past_us = int(redis_now(redis_client) * 1_000_000) - 1_000_000
+    past_us = redis_now_us(redis_client) - 1_000_000
     redis_client.set(lock, past_us, px=60_000)  # a value the script no longer honours
     assert decide(login)
     text = run("inspect", login.key_for(V4))
@@ -179,7 +174,7 @@ def test_inspect_a_calendar_quota_shows_the_local_reset(redis_client, zone):
     quota = add("quota", limit=10_000, calendar="month", time_zone=zone)
     for _ in range(3):
         assert decide(quota)
-    now = redis_now(redis_client)
+    now = redis_now_us(redis_client) / 1_000_000
     local = dt.datetime.fromtimestamp(now, ZoneInfo(zone))
     start = local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     end = (start + dt.timedelta(days=32)).replace(day=1)  # the 1st of next month, midnight
@@ -208,7 +203,7 @@ def test_inspect_a_calendar_quota_shows_the_local_reset(redis_client, zone):
 def test_a_count_of_an_earlier_period_is_shown_expired(redis_client):
     quota = add("quota", limit=5, calendar="day", time_zone="UTC")
     day_us = 86_400_000_000
-    today = int(redis_now(redis_client) * 1_000_000) // day_us * day_us
+    today = redis_now_us(redis_client) // day_us * day_us
     redis_client.hset(quota.key_for(V4), mapping={"w": today - 2 * day_us, "c": 4})
     record = run_json("inspect", quota.key_for(V4))
     start = dt.datetime.fromtimestamp((today - 2 * day_us) / 1e6, dt.UTC)
