@@ -45,6 +45,7 @@ from ratelimits.testutils import (
     reset_state,
 )
 from tests.helpers import hashed, libraries, server_major
+from tests.load import Load
 from tests.served import Site, announce_new_version, gunicorn_command, serve, site_env
 from tests.site_settings import RATELIMITS as SITE_RATELIMITS
 
@@ -296,52 +297,52 @@ class Rounds:
         return self.ended[last] - self.began[first]
 
 
-def run_rounds(site: Site, names: list[str], steps: list[Callable[[], None]]) -> Rounds:
-    """Each of ``steps`` beside one round of requests (every client one GET, 4 clients a
-    thread in turn), the next round once both are done."""
-    barrier = threading.Barrier(THREADS + 1)
-    samples: list[Sample] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
+class RoundsLoad(Load[Sample]):
+    """THREADS threads, each sending one GET for each of its clients (4, in turn) a round,
+    then waiting at :attr:`barrier` for the round's step and the other threads."""
 
-    def requests(mine: list[int]) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", site.port, timeout=HTTP_TIMEOUT)
+    def __init__(self, site: Site, names: list[str], rounds: int) -> None:
+        super().__init__(THREADS, stop_timeout=ROUND_TIMEOUT)
+        self.site, self.names, self.rounds = site, names, rounds
+        #: Where each round ends: every thread and the test, its step done.
+        self.barrier = threading.Barrier(THREADS + 1)
+
+    def run(self, thread: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.site.port, timeout=HTTP_TIMEOUT)
         try:
-            for round_ in range(len(steps)):
-                for n in mine:
-                    reply = get(site.port, names[n], conn)
-                    sample = Sample(n, round_, reply.status, reply.seconds, reply.decided)
-                    with lock:
-                        samples.append(sample)
-                barrier.wait(timeout=ROUND_TIMEOUT)
-        except BaseException as e:
-            errors.append(e)
-            barrier.abort()
+            for round_ in range(self.rounds):
+                for n in names_of(thread, len(self.names)):
+                    reply = get(self.site.port, self.names[n], conn)
+                    self.record(Sample(n, round_, reply.status, reply.seconds, reply.decided))
+                self.barrier.wait(timeout=ROUND_TIMEOUT)
+        except BaseException:
+            self.barrier.abort()
+            raise
         finally:
             conn.close()
 
-    threads = [
-        threading.Thread(target=requests, args=(names_of(t, len(names)),), daemon=True)
-        for t in range(THREADS)
-    ]
-    for thread in threads:
-        thread.start()
-    rounds = Rounds(samples, [], [], [])
+
+def run_rounds(site: Site, names: list[str], steps: list[Callable[[], None]]) -> Rounds:
+    """Each of ``steps`` beside one round of requests (every client one GET, 4 clients a
+    thread in turn), the next round once both are done."""
+    load = RoundsLoad(site, names, len(steps)).start()
+    began: list[float] = []
+    ended: list[float] = []
+    step_seconds: list[float] = []
     try:
         for step in steps:
-            rounds.began.append(time.monotonic())
+            began.append(time.monotonic())
             step()
-            rounds.step_seconds.append(time.monotonic() - rounds.began[-1])
-            barrier.wait(timeout=ROUND_TIMEOUT)
-            rounds.ended.append(time.monotonic())
+            step_seconds.append(time.monotonic() - began[-1])
+            load.barrier.wait(timeout=ROUND_TIMEOUT)
+            ended.append(time.monotonic())
     except BaseException:
-        barrier.abort()
+        load.barrier.abort()
         raise
     finally:
-        for thread in threads:
-            thread.join(timeout=ROUND_TIMEOUT)
-    assert not errors, f"client errors: {errors[:3]!r}\n{site.output()}"
-    return rounds
+        load.join(ROUND_TIMEOUT)
+    assert not load.errors, f"client errors: {load.errors[:3]!r}\n{site.output()}"
+    return Rounds(load.snapshot(), began, ended, step_seconds)
 
 
 def names_of(thread: int, clients: int) -> list[int]:

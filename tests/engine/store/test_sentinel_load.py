@@ -44,6 +44,7 @@ from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer, free_port
 from tests.engine.store.worker_middleware import HEADER
 from tests.helpers import hashed, sentinel_switch
+from tests.load import Load
 from tests.served import Site, gunicorn_command, serve, site_env, uvicorn_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -178,56 +179,29 @@ def get(site: Site, client: str) -> tuple[int, str, bool]:
         conn.close()
 
 
-class Load:
+class FailoverLoad(Load[Sample]):
     """THREADS threads, each sending its clients' GETs one every INTERVAL seconds, client
     after client, until stopped (a client always sends its PER_CLIENT)."""
 
     def __init__(self, sites: dict[str, Site]) -> None:
+        super().__init__(THREADS, stop_timeout=HTTP_TIMEOUT * PER_CLIENT)
         self.sites = sites
-        self.samples: list[Sample] = []
-        self.errors: list[BaseException] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._run, args=(t,), daemon=True) for t in range(THREADS)
-        ]
 
-    def __enter__(self) -> Load:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=HTTP_TIMEOUT * PER_CLIENT)
-        assert not any(t.is_alive() for t in self._threads), "the load did not stop"
-
-    def _run(self, thread: int) -> None:
+    def run(self, thread: int) -> None:
         # Threads start a client's requests at staggered times, so that at any moment
         # some clients are under their limit (their admissions show each worker's writes).
         due = time.monotonic() + thread * PER_CLIENT * INTERVAL / THREADS
-        try:
-            for n in range(100_000):
-                if self._stop.is_set():
-                    return
-                client = f"10.{thread}.{n // 250}.{n % 250 + 1}"
-                for seq in range(PER_CLIENT):
-                    time.sleep(max(0.0, due - time.monotonic()))
-                    due = max(due + INTERVAL, time.monotonic() - INTERVAL)
-                    path = ("sync", "async")[(seq + thread) % 2]
-                    sent = time.time()
-                    status, worker, decided = get(self.sites[path], client)
-                    sample = Sample(client, seq, path, worker, sent, time.time(), status, decided)
-                    with self._lock:
-                        self.samples.append(sample)
-        except BaseException as e:
-            with self._lock:
-                self.errors.append(e)
-
-    def seen(self) -> list[Sample]:
-        with self._lock:
-            return list(self.samples)
+        for n in range(100_000):
+            if self.stopping:
+                return
+            client = f"10.{thread}.{n // 250}.{n % 250 + 1}"
+            for seq in range(PER_CLIENT):
+                time.sleep(max(0.0, due - time.monotonic()))
+                due = max(due + INTERVAL, time.monotonic() - INTERVAL)
+                path = ("sync", "async")[(seq + thread) % 2]
+                sent = time.time()
+                status, worker, decided = get(self.sites[path], client)
+                self.record(Sample(client, seq, path, worker, sent, time.time(), status, decided))
 
 
 class Announcements:
@@ -356,22 +330,22 @@ def test_a_failover_under_load_moves_every_worker_within_the_bound(
     kind: str, topology: Topology, sites: dict[str, Site], policies: dict[str, CompiledPolicy]
 ) -> None:
     replica = topology.replica
-    with Announcements(topology.sentinels) as heard, Load(sites) as load:
-        wait_until(lambda: warmed(load.seen()), "all three workers decided by Redis")
+    with Announcements(topology.sentinels) as heard, FailoverLoad(sites) as load:
+        wait_until(lambda: warmed(load.snapshot()), "all three workers decided by Redis")
         time.sleep(BEFORE)
-        started = min(s.sent for s in load.seen())
+        started = min(s.sent for s in load.snapshot())
         failed_at, old = fail_over(kind, topology, heard, started)
         switched_at = heard.first("+switch-master")
         assert switched_at is not None
         after = switched_at + MOVE_BOUND + AFTER
         wait_until(lambda: time.time() > after, "past the window")
-        pids = workers(load.seen())
+        pids = workers(load.snapshot())
         wait_until(
-            lambda: answered_429_from_redis(load.seen(), after - AFTER) >= pids,
+            lambda: answered_429_from_redis(load.snapshot(), after - AFTER) >= pids,
             "a 429 from Redis on every worker",
         )
     assert not load.errors, f"client errors: {load.errors[:3]!r}"
-    run = Run(load.seen(), failed_at, switched_at, workers_by_path(load.seen()))
+    run = Run(load.snapshot(), failed_at, switched_at, workers_by_path(load.snapshot()))
     statuses = dict(Counter(s.status for s in run.samples))
     print(f"\n{kind}: {len(run.samples)} requests {statuses}; Sentinel, from the switch:")
     for at, n, channel, data in heard.events:
