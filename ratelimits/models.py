@@ -16,88 +16,59 @@ from ratelimits.constraints import OVERRIDE_CONSTRAINTS, POLICY_CONSTRAINTS
 from ratelimits.engine import algorithms, override_identity, rules
 from ratelimits.engine.describe import describe_rate
 from ratelimits.engine.periods import NOMINAL_WINDOW
+from ratelimits.help_texts import OVERRIDE_HELP, POLICY_HELP
 from ratelimits.querysets import AnnouncingQuerySet
 
 
 class Policy(models.Model):
     """A rate limit on the requests that match ``endpoint`` (and ``methods``)."""
 
-    name = models.SlugField(
-        max_length=64,
-        unique=True,
-        help_text="Unique short name; it appears in Redis keys and response headers.",
-    )
+    name = models.SlugField(max_length=64, unique=True, help_text=POLICY_HELP["name"])
     endpoint = models.CharField(
         max_length=200,
         validators=[validators.validate_endpoint],
-        help_text=(
-            "What the policy matches: a DRF throttle_scope (search), a URL name "
-            "(api:search) or a path glob starting with / or * (/api/search/*)."
-        ),
+        help_text=POLICY_HELP["endpoint"],
     )
     methods = models.CharField(
         max_length=80,
         blank=True,
         validators=[validators.validate_methods],
-        help_text="Comma-separated HTTP methods (GET,POST). Blank matches every method.",
+        help_text=POLICY_HELP["methods"],
     )
     algorithm = models.CharField(
         max_length=20, choices=Algorithm.choices, default=algorithms.DEFAULT
     )
     limit = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
-        help_text=(
-            "Requests allowed per window (1 to 2147483647); for concurrency, requests in "
-            "progress at once."
-        ),
+        help_text=POLICY_HELP["limit"],
     )
     window = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_WINDOW)],
-        help_text=(
-            "Window length in seconds (1 s to 30 days); for concurrency, the lease: a "
-            "request's slot frees itself after it even if its response never ends. With a "
-            "calendar period it is set for you (the period's nominal length)."
-        ),
+        help_text=POLICY_HELP["window"],
     )
     calendar = models.CharField(
         max_length=8,
         blank=True,
         default=Calendar.ROLLING,
         choices=Calendar.choices,
-        help_text=(
-            "fixed_window only: count per calendar day, week or month of the time zone, "
-            "resetting at its local midnight (a quota: 10,000 per calendar month). Blank: "
-            "the rolling window."
-        ),
+        help_text=POLICY_HELP["calendar"],
     )
     time_zone = models.CharField(
         max_length=64,
         blank=True,
         validators=[validators.validate_time_zone],
-        help_text=(
-            "The calendar period's IANA time zone (Europe/Berlin). Blank: the site's "
-            "TIME_ZONE. Only for a calendar period."
-        ),
+        help_text=POLICY_HELP["time_zone"],
     )
     lockout = models.PositiveIntegerField(
         default=0,
         validators=[MaxValueValidator(validators.MAX_LOCKOUT)],
-        help_text=(
-            "Seconds a client is locked out after its first denied request: every request "
-            "is denied until then, whatever the window allows (a sign-in form: 900). 0: "
-            "no lockout. Not for concurrency or a sharded policy."
-        ),
+        help_text=POLICY_HELP["lockout"],
     )
     key = models.CharField(
         max_length=80,
         default="user_or_ip",
         validators=[validators.validate_key],
-        help_text=(
-            "Who is counted: user, ip, user_or_ip, global, header:NAME (header:X-Api-Key), "
-            "or username (the username a sign-in attempts; failed sign-ins only). A client "
-            "can send any header value it likes: a header key counts per value only "
-            "behind a gateway that sets the header itself."
-        ),
+        help_text=POLICY_HELP["key"],
     )
     ipv6_prefix = models.PositiveSmallIntegerField(
         null=True,
@@ -106,56 +77,32 @@ class Policy(models.Model):
             MinValueValidator(validators.MIN_IPV6_PREFIX),
             MaxValueValidator(validators.MAX_IPV6_PREFIX),
         ],
-        help_text=(
-            "IPv6 clients are counted per network of this prefix length (48: one counter "
-            "per /48, which one customer of a hosting provider often holds; 128: per "
-            "address). Blank: the IPV6_PREFIX setting (64)."
-        ),
+        help_text=POLICY_HELP["ipv6_prefix"],
     )
     shards = models.PositiveSmallIntegerField(
         default=1,
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_SHARDS)],
-        help_text=(
-            "Split the limit over this many Redis keys (1 to 64, at most the limit), for a "
-            "hot key such as a global policy on a busy endpoint: each request counts in one "
-            "shard chosen at random, each shard admits its share of the limit. Never admits "
-            "more than the limit; can deny while another shard still has room."
-        ),
+        help_text=POLICY_HELP["shards"],
     )
     burst = models.PositiveIntegerField(
         null=True,
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
-        help_text=(
-            "token_bucket only: how many requests may come at once (1 to 2147483647); "
-            "the limit per window is the steady rate after them. Blank: the limit."
-        ),
+        help_text=POLICY_HELP["burst"],
     )
     cost = models.PositiveIntegerField(
         default=1,
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
-        help_text=(
-            "Units one request spends (1 to 2147483647; a view's ratelimit_cost replaces "
-            "it). A request costing more than the policy can ever grant is always denied."
-        ),
+        help_text=POLICY_HELP["cost"],
     )
     counts = models.CharField(
         max_length=20,
         choices=Counts.choices,
         default=Counts.ALL,
-        help_text=(
-            "Which responses spend: a request spends when admitted and gets its units back "
-            "after a response that does not count. Failures only suits an API's "
-            "authentication; failed sign-ins counts each failed authenticate(), as "
-            "RateLimitBackend sees it, whatever the response. A concurrency policy gives "
-            "every slot back: all."
-        ),
+        help_text=POLICY_HELP["counts"],
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
-    fail_open = models.BooleanField(
-        default=True,
-        help_text="When Redis cannot answer: let requests through (checked) or deny them.",
-    )
+    fail_open = models.BooleanField(default=True, help_text=POLICY_HELP["fail_open"])
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -239,7 +186,7 @@ class PolicyOverride(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="This user, whatever the policy counts them by.",
+        help_text=OVERRIDE_HELP["user"],
     )
     group = models.ForeignKey(
         "auth.Group",
@@ -247,29 +194,17 @@ class PolicyOverride(models.Model):
         null=True,
         blank=True,
         related_name="+",
-        help_text="Every member of this group (a user in several gets the most generous).",
+        help_text=OVERRIDE_HELP["group"],
     )
-    identity = models.CharField(
-        max_length=80,
-        blank=True,
-        help_text=(
-            "An IP address or network (203.0.113.7, 10.0.0.0/8); for a policy keyed by "
-            "header:NAME the header's value (an API key); for one keyed by user or "
-            "user_or_ip, auth:<name> of an API client that is not a user. Keys are stored "
-            "hashed, never shown again."
-        ),
-    )
+    identity = models.CharField(max_length=80, blank=True, help_text=OVERRIDE_HELP["identity"])
     limit = models.PositiveIntegerField(
         null=True,
         blank=True,
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
-        help_text=(
-            "Requests allowed per window for them (the policy's window); for a concurrency "
-            "policy, their requests in progress at once. Blank if exempt."
-        ),
+        help_text=OVERRIDE_HELP["limit"],
     )
-    exempt = models.BooleanField(default=False, help_text="Never limit them under this policy.")
-    comment = models.CharField(max_length=200, blank=True, help_text="Why (a plan, a ticket).")
+    exempt = models.BooleanField(default=False, help_text=OVERRIDE_HELP["exempt"])
+    comment = models.CharField(max_length=200, blank=True, help_text=OVERRIDE_HELP["comment"])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -324,22 +259,17 @@ class PolicyOverride(models.Model):
 
     def clean(self) -> None:
         super().clean()
-        errors: dict[str, str] = {}
         targets = [self.user_id is not None, self.group_id is not None, bool(self.identity)]
-        if sum(targets) != 1:
-            errors["__all__"] = "Name exactly one of a user, a group or an identity."
+        problems = [rules.target_problem(sum(targets))]
         policy = self._policy()
         if self.identity and policy is not None:
             try:
                 self.identity = override_identity.normalize(self.identity, policy.key)
             except ValueError as e:
-                errors["identity"] = str(e)
-        if self.exempt and self.limit is not None:
-            errors["limit"] = "Leave the limit blank for an exempt override."
-        elif not self.exempt and self.limit is None:
-            errors["limit"] = "Give a limit, or tick exempt."
-        if errors:
-            raise ValidationError(errors)
+                problems.append(rules.Problem("identity", str(e)))
+        problems.append(rules.exempt_problem(self.exempt, self.limit))
+        if any(problems):
+            raise ValidationError({p.field: p.message for p in problems if p is not None})
 
     def _policy(self) -> Policy | None:
         """The policy, saved or not yet (an inline on the add page); ``None`` when unset."""

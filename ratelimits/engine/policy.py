@@ -11,16 +11,14 @@ import random
 import time
 from dataclasses import dataclass, field, replace
 
-from ratelimits import validators
 from ratelimits.conf import app_settings
-from ratelimits.engine import algorithms, rules
+from ratelimits.engine import algorithms, compiling, rules
+from ratelimits.engine.check import Check as Check
 from ratelimits.engine.describe import describe_rate
-from ratelimits.engine.identity import meta_key
 from ratelimits.engine.keys import build_key
 from ratelimits.engine.overrides import Exemption, Overrides, Previous
-from ratelimits.engine.periods import CALENDARS, NOMINAL_WINDOW, zone
 from ratelimits.engine.script_args import ScriptArgs, shard_args, window_slot
-from ratelimits.engine.wire import WireArgs, encoded_cost, wire
+from ratelimits.engine.wire import WireArgs, wire
 
 #: The name of the algorithm whose units come back when responses end, for modules that
 #: still import it; ask :func:`ratelimits.engine.algorithms.released` instead.
@@ -104,123 +102,10 @@ class CompiledPolicy:
         object.__setattr__(self, "signs_in", self.counts == rules.SIGN_IN_FAILURES)
         object.__setattr__(self, "_period", [(0.0, self.script_args, (), ())])
 
-    @classmethod
-    def build(
-        cls,
-        *,
-        name: str,
-        endpoint: str,
-        algorithm: str,
-        limit: int,
-        window: int,
-        key: str = "user_or_ip",
-        methods: str = "",
-        mode: str = "enforce",
-        fail_open: bool = True,
-        shards: int = 1,
-        burst: int | None = None,
-        cost: int = 1,
-        counts: str = "all",
-        calendar: str = "",
-        time_zone: str = "",
-        lockout: int = 0,
-        ipv6_prefix: int | None = None,
-    ) -> CompiledPolicy:
-        """The compiled policy. ``burst`` (token_bucket; ``None``: the limit) must be at
-        least 1, and so must ``cost``, the units one request spends. ``counts`` is one of
-        :data:`COUNTS`; a concurrency policy counts all (it gives every slot back).
-        ``calendar`` (one of :data:`~ratelimits.engine.periods.CALENDARS`, for an algorithm
-        of :data:`~ratelimits.engine.algorithms.CALENDAR`) counts in the periods of
-        ``time_zone`` (an IANA name; blank: ``settings.TIME_ZONE``) instead of ``window``,
-        which becomes the period's nominal length. ``lockout`` (seconds, 0: none) denies
-        every request for that long after a denial; it needs one shard, an algorithm other
-        than concurrency and a key other than ``global``. ``ipv6_prefix`` (0 to 128 bits;
-        ``None``: the ``IPV6_PREFIX`` setting) groups IPv6 clients."""
-        if ipv6_prefix is not None and not 0 <= int(ipv6_prefix) <= 128:
-            raise ValueError(f"ipv6_prefix must be from 0 to 128 bits, not {ipv6_prefix}")
-        if burst is not None and int(burst) < 1:
-            raise ValueError(f"burst must be at least 1, not {burst}")
-        if int(cost) < 1:
-            raise ValueError(f"cost must be at least 1, not {cost}")
-        if counts not in COUNTS:
-            raise ValueError(f"counts must be one of {', '.join(COUNTS)}, not {counts!r}")
-        _refuse(rules.counts_problem(algorithm, counts))
-        if calendar:
-            if calendar not in CALENDARS:
-                raise ValueError(
-                    f"calendar must be one of {', '.join(CALENDARS)}, not {calendar!r}"
-                )
-            _refuse(rules.calendar_problem(algorithm, calendar))
-            time_zone = rules.calendar_zone(time_zone)
-            zone(time_zone)  # an unknown name is refused here, not per request
-            window = NOMINAL_WINDOW[calendar]
-        else:
-            time_zone = ""
-        lockout = int(lockout)
-        if lockout < 0:
-            raise ValueError(f"lockout must be 0 (none) or more seconds, not {lockout}")
-        _refuse(rules.lockout_problem(lockout, algorithm, int(shards), key))
-        header = validators.header_name(key)
-        enforce = mode == "enforce"
-        burst = None if burst is None else int(burst)
-        return cls(
-            name=name,
-            endpoint=endpoint,
-            methods=frozenset(m for m in methods.split(",") if m),
-            algorithm=algorithm,
-            limit=int(limit),
-            window=int(window),
-            key=key,
-            key_kind="header" if header else key,
-            header_meta_key=meta_key(header) if header else None,
-            enforce=enforce,
-            fail_open=bool(fail_open),
-            script_args=shard_args(
-                algorithm,
-                int(limit),
-                window_slot(calendar, time_zone, int(window), lockout, time.time())[0],
-                "1" if enforce else "0",
-                burst,
-                int(cost),
-                int(shards),
-            ),
-            burst=burst,
-            cost=int(cost),
-            counts=counts,
-            calendar=calendar,
-            time_zone=time_zone,
-            lockout=lockout,
-            ipv6_prefix=None if ipv6_prefix is None else int(ipv6_prefix),
-        )
-
-    @classmethod
-    def from_model(cls, policy: object) -> CompiledPolicy:
-        """The policy from a ``Policy`` row (``burst``, ``cost``, ``counts``, ``calendar``,
-        ``time_zone``, ``lockout`` and ``ipv6_prefix`` when it has them)."""
-        return cls.build(
-            burst=getattr(policy, "burst", None),
-            cost=getattr(policy, "cost", 1) or 1,
-            counts=getattr(policy, "counts", "all") or "all",
-            calendar=getattr(policy, "calendar", "") or "",
-            time_zone=getattr(policy, "time_zone", "") or "",
-            lockout=getattr(policy, "lockout", 0) or 0,
-            ipv6_prefix=getattr(policy, "ipv6_prefix", None),
-            **{
-                field: getattr(policy, field)
-                for field in (
-                    "name",
-                    "endpoint",
-                    "algorithm",
-                    "limit",
-                    "window",
-                    "key",
-                    "methods",
-                    "mode",
-                    "fail_open",
-                    "shards",
-                )
-            },
-        )
+    #: The compiled policy from its fields (:func:`ratelimits.engine.compiling.build`).
+    build = classmethod(compiling.build)
+    #: The policy from a ``Policy`` row (:func:`ratelimits.engine.compiling.from_model`).
+    from_model = classmethod(compiling.from_model)
 
     def with_limit(self, limit: int, *, override: str) -> CompiledPolicy:
         """This policy with another limit (same key, window, cost and shards as far as the
@@ -339,44 +224,3 @@ class CompiledPolicy:
         """The shard one request counts in: uniformly at random (0 when unsharded)."""
         count = len(self.script_args)
         return random.randrange(count) if count > 1 else 0
-
-
-def _refuse(problem: rules.Problem | None) -> None:
-    """Raise ``ValueError`` naming the rule's field and reason, when one is broken."""
-    if problem is not None:
-        raise ValueError(str(problem))
-
-
-@dataclass(slots=True)
-class Check:
-    """One policy to apply to one identity (in one shard of a sharded policy). Read-only
-    by contract, not frozen: one is built per policy on every request, and a frozen
-    dataclass pays a call per field to be built."""
-
-    policy: CompiledPolicy
-    identity: str
-    shard: int = 0
-    #: The units this request spends, when its view sets them (``ratelimit_cost``);
-    #: ``None``: the policy's own cost.
-    cost: int | None = None
-
-    @property
-    def units(self) -> int:
-        """The units this request spends under its policy."""
-        return self.policy.cost if self.cost is None else self.cost
-
-    @property
-    def wire_args(self) -> bytes:
-        """This check's ARGV slots as bytes: the policy's, pre-encoded, for its own cost."""
-        cost, policy = self.cost, self.policy
-        if policy.calendar:  # this period's boundaries
-            _, _, wire_args, wire_head = policy.current_period()
-        else:
-            wire_args, wire_head = policy.wire_args, policy.wire_head
-        if cost is None or cost == policy.cost:
-            return wire_args[self.shard]
-        return wire_head[self.shard] + encoded_cost(cost)
-
-    @property
-    def key(self) -> str:
-        return self.policy.key_for(self.identity, self.shard)

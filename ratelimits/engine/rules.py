@@ -136,6 +136,22 @@ def sign_in_problem(key: str, counts: str) -> Problem | None:
     return None
 
 
+def target_problem(targets: int) -> Problem | None:
+    """An override names exactly one of a user, a group or an identity."""
+    if targets != 1:
+        return Problem("__all__", "Name exactly one of a user, a group or an identity.")
+    return None
+
+
+def exempt_problem(exempt: bool, limit: object) -> Problem | None:
+    """An override is exempt, with no limit, or has a limit."""
+    if exempt and limit is not None:
+        return Problem("limit", "Leave the limit blank for an exempt override.")
+    if not exempt and limit is None:
+        return Problem("limit", "Give a limit, or tick exempt.")
+    return None
+
+
 def first_problem(
     *,
     algorithm: str,
