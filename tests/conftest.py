@@ -133,6 +133,14 @@ def alice() -> User:
     return User.objects.create_user("alice")
 
 
+@pytest.fixture
+def mallory() -> User:
+    """A user, mallory, whose password is ``right-password``."""
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user("mallory", password="right-password")
+
+
 @pytest.fixture(autouse=True)
 def _clean_state(redis_server: RedisServer) -> Iterator[None]:
     """Every test starts with an empty Redis and no per-process state."""

@@ -9,8 +9,9 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 import redis
 from django.conf import settings
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
 from django.db import connection as db_connection
 from django.test import Client
@@ -32,7 +33,7 @@ from ratelimits.engine.identity import header_identity, meta_key
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.reminders import Reminder
 from ratelimits.engine.store import connection
-from ratelimits.models import Policy
+from ratelimits.models import Policy, PolicyOverride
 from ratelimits.testutils import RedisSentinel, RedisServer
 from ratelimits.tools.policy_files import PolicyFileError, plan_import
 
@@ -76,6 +77,35 @@ def create_policy(
     default, ``user_or_ip``, where :func:`make_policy` counts per address."""
     fields.setdefault("algorithm", "sliding_log")
     return Policy.objects.create(name=name, endpoint=endpoint, limit=limit, window=window, **fields)
+
+
+@dataclass(frozen=True)
+class OverrideSite:
+    """What :func:`override_site` made."""
+
+    bob: User
+    alice: User
+    carol: User
+    partners: Group
+    staff: Group
+    search: Policy
+
+
+def override_site() -> OverrideSite:
+    """``search`` (scope "search": sliding_log, 3 per 60 s by user or address); bob's
+    override gives him 6, the partners group's (alice) 6; carol is in the staff group, which
+    no override names yet."""
+    bob, alice, carol = (User.objects.create_user(name) for name in ("bob", "alice", "carol"))
+    partners = Group.objects.create(name="partners")
+    staff = Group.objects.create(name="staff")
+    alice.groups.add(partners)
+    carol.groups.add(staff)
+    search = Policy.objects.create(
+        name="search", endpoint="search", algorithm="sliding_log", limit=3, window=60
+    )
+    PolicyOverride.objects.create(policy=search, user=bob, limit=6)
+    PolicyOverride.objects.create(policy=search, group=partners, limit=6)
+    return OverrideSite(bob, alice, carol, partners, staff, search)
 
 
 def fail_mode_policies(
@@ -157,6 +187,36 @@ def decide_calls(redis_client: Any) -> int:
             row = stats.get(f"cmdstat_{name}", {})
             total += int(row.get("calls", 0)) - int(row.get("failed_calls", 0))
     return total
+
+
+def lock_out(policy: Policy | CompiledPolicy, who: str = IDENTITY) -> None:
+    """Spend ``who``'s whole limit under ``policy``, then take the denial that starts its
+    lockout (decided by the engine, on the Redis clock)."""
+    compiled = policy if isinstance(policy, CompiledPolicy) else CompiledPolicy.from_model(policy)
+    for _ in range(compiled.limit):
+        assert limiter.decide([limiter.Check(compiled, who)]).allowed
+    assert not limiter.decide([limiter.Check(compiled, who)]).allowed
+
+
+def redis_now_us(redis_client: Any) -> int:
+    """The Redis clock (``TIME``), in microseconds."""
+    seconds, micros = redis_client.time()
+    return int(seconds) * 1_000_000 + int(micros)
+
+
+def wait_until(
+    condition: Callable[[], bool],
+    timeout: float = 10.0,
+    what: str = "the condition",
+    every: float = 0.01,
+) -> float:
+    """Poll ``condition`` every ``every`` seconds until true, failing the test after
+    ``timeout`` seconds; the seconds it took."""
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < timeout, f"{what}: not within {timeout} s"
+        time.sleep(every)
+    return time.monotonic() - started
 
 
 def wait_clear_of_window_boundary(window: int, margin: float = 5.0) -> None:
@@ -400,9 +460,16 @@ def history(policy: Policy) -> list[str]:
 # --- other processes and requests -----------------------------------------------------------
 
 
+def statuses(client: Any, url: str, n: int, method: str = "get", **extra: Any) -> list[int]:
+    """The statuses of ``n`` requests of ``client`` (a test client) to ``url`` with
+    ``method``; ``extra`` goes with each (headers, ``REMOTE_ADDR``)."""
+    send = getattr(client, method)
+    return [send(url, **extra).status_code for _ in range(n)]
+
+
 def item_statuses(client: Any, ip: str, n: int) -> list[int]:
     """The statuses of ``n`` GETs of /api/items/ from ``ip``."""
-    return [client.get("/api/items/", REMOTE_ADDR=ip).status_code for _ in range(n)]
+    return statuses(client, "/api/items/", n, REMOTE_ADDR=ip)
 
 
 def start_worker(*args: str) -> subprocess.Popen[str]:

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ratelimits.throttling import PolicyThrottle
-from tests.helpers import DECIDE_COMMANDS, create_policy, decide_command
+from tests.helpers import DECIDE_COMMANDS, create_policy, decide_command, statuses
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 
@@ -21,10 +21,6 @@ def counter(policy: str, outcome: str) -> float:
     """The process's Prometheus count of ``outcome`` under ``policy``."""
     labels = {"policy": policy, "outcome": outcome}
     return REGISTRY.get_sample_value("ratelimits_decisions_total", labels) or 0.0
-
-
-def statuses(client, url: str, n: int, method: str = "get", **extra) -> list[int]:
-    return [getattr(client, method)(url, **extra).status_code for _ in range(n)]
 
 
 def test_denied_is_429_with_retry_after_rounded_up(client):

@@ -17,7 +17,7 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.testutils import reset_state
 from ratelimits.tools import memory
-from tests.helpers import history
+from tests.helpers import history, lock_out
 
 pytestmark = pytest.mark.django_db
 
@@ -57,12 +57,6 @@ def saved(name: str = "login", **fields: Any) -> Policy:
 
 def decide(policy: Policy, who: str = V4) -> bool:
     return limiter.decide([limiter.Check(CompiledPolicy.from_model(policy), who)]).allowed
-
-
-def lock_out(policy: Policy, who: str = V4) -> None:
-    for _ in range(policy.limit):
-        assert decide(policy, who)
-    assert not decide(policy, who)
 
 
 def form_errors(admin_client, data: dict[str, str]) -> dict[str, list[str]]:

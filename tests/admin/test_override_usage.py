@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.testutils import reset_state
-from tests.helpers import logged_in, staff_client
+from tests.helpers import logged_in, override_site, staff_client
 
 pytestmark = pytest.mark.django_db
 
@@ -29,24 +28,14 @@ def site() -> dict[str, Any]:
     """``search``: 3 per 60 s by user or address. bob's override gives him 6, alice's
     group (partners) 6; carol's group (staff) is exempt once she has made requests. bob
     and alice made 5 requests each, carol 2, 198.51.100.1 (no override) 2."""
-    bob = User.objects.create_user("bob")
-    alice = User.objects.create_user("alice")
-    carol = User.objects.create_user("carol")
-    partners = Group.objects.create(name="partners")
-    staff = Group.objects.create(name="staff")
-    alice.groups.add(partners)
-    carol.groups.add(staff)
-    policy = Policy.objects.create(
-        name="search", endpoint="search", algorithm="sliding_log", limit=3, window=60
-    )
-    PolicyOverride.objects.create(policy=policy, user=bob, limit=6)
-    PolicyOverride.objects.create(policy=policy, group=partners, limit=6)
+    made = override_site()
+    bob, alice, carol, policy = made.bob, made.alice, made.carol, made.search
     reset_state()
     search(logged_in(bob), 5)
     search(logged_in(alice), 5)
     search(logged_in(carol), 2)
     search(Client(REMOTE_ADDR="198.51.100.1"), 2)
-    PolicyOverride.objects.create(policy=policy, group=staff, exempt=True)
+    PolicyOverride.objects.create(policy=policy, group=made.staff, exempt=True)
     return {"bob": bob, "alice": alice, "carol": carol, "policy": policy}
 
 

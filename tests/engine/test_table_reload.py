@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -26,7 +26,7 @@ from ratelimits.engine import denials, limiter, table
 from ratelimits.engine.keys import version_key
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
-from tests.helpers import IDENTITY, make_policy, policy
+from tests.helpers import IDENTITY, make_policy, policy, wait_until
 
 #: Long enough that no check falls due unless a test makes it due.
 INTERVAL = 30.0
@@ -100,13 +100,6 @@ def builds_done() -> None:
     for thread in threading.enumerate():
         if thread.name == BUILDER:
             thread.join(10)
-
-
-def wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
 
 
 def test_the_first_table_is_built_by_the_first_request(source):
@@ -257,7 +250,7 @@ def test_a_build_that_hangs_past_max_age_is_given_up(source, redis_client):
     source.names = ["c"]
     check_due()
     assert table.get_table() is old
-    wait_until(lambda: table._cache.table is not old)
+    wait_until(lambda: table._cache.table is not old, what="the new table swapped in")
     assert names(table.get_table()) == ["c"]
     hold.set()
     builds_done()

@@ -48,6 +48,7 @@ from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer, free_port
 from ratelimits.tools import inventory
 from tests.faces.served_site import gate_key, track_keys
+from tests.helpers import redis_now_us, wait_until
 from tests.served import (
     Site,
     announce_new_version,
@@ -330,30 +331,12 @@ def install(
     return names
 
 
-def redis_now_us(client: redis.Redis) -> int:
-    """Redis's clock (``TIME``), in microseconds."""
-    seconds, micros = client.time()
-    return seconds * 1_000_000 + micros
-
-
 def held(name: str) -> int:
     """Units of ``name`` that 127.0.0.1 holds now (slots in progress, or requests counted
     in the window), read without taking one."""
     policy = CompiledPolicy.from_model(Policy.objects.get(name=name))
     _, verdict = peek([Check(policy, IDENTITY)], connection.get_client())
     return int(verdict.decisions[0].count)
-
-
-def wait_until(
-    condition: Callable[[], bool], seconds: float, what: str, every: float = 0.01
-) -> float:
-    """Poll ``condition`` every ``every`` seconds until true (at most ``seconds``);
-    returns the seconds it took."""
-    started = time.monotonic()
-    while not condition():
-        assert time.monotonic() - started < seconds, f"{what}: not within {seconds} s"
-        time.sleep(every)
-    return time.monotonic() - started
 
 
 def wait_free(name: str) -> float:

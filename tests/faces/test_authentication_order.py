@@ -7,9 +7,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-from django.contrib.auth.models import User
 
-from tests.helpers import create_policy
+from tests.helpers import create_policy, statuses
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]
 
@@ -17,15 +16,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls"
 def basic(username: str, password: str) -> dict[str, str]:
     token = base64.b64encode(f"{username}:{password}".encode()).decode()
     return {"HTTP_AUTHORIZATION": f"Basic {token}"}
-
-
-def statuses(client, url, n, **extra):  # type: ignore[no-untyped-def]
-    return [client.get(url, **extra).status_code for _ in range(n)]
-
-
-@pytest.fixture
-def mallory() -> User:
-    return User.objects.create_user("mallory", password="right-password")
 
 
 def test_policies_counting_every_request_stay_with_the_throttle(client, mallory, redis_client):

@@ -18,7 +18,7 @@ from project.api.demo_policies import DEMO_POLICIES
 from ratelimits.contrib.ninja import PolicyThrottle
 from ratelimits.models import Policy
 from ratelimits.signals import request_near_limit, request_throttled
-from tests.helpers import create_policy, decide_calls, wait_clear_of_window_boundary
+from tests.helpers import create_policy, decide_calls, statuses, wait_clear_of_window_boundary
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.ninja_urls")]
 
@@ -47,10 +47,6 @@ def throttled_senders() -> Any:
     request_throttled.connect(receiver)
     yield senders
     request_throttled.disconnect(receiver)
-
-
-def statuses(client: Any, url: str, n: int, **extra: Any) -> list[int]:
-    return [client.get(url, **extra).status_code for _ in range(n)]
 
 
 def remaining(response: Any, policy: str) -> int:

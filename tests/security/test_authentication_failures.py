@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import base64
 import threading
-from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 from rest_framework.authtoken.models import Token
 
-from tests.helpers import create_policy
+from tests.helpers import create_policy, statuses
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]
 
@@ -28,15 +26,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls"
 def basic(username: str, password: str) -> dict[str, str]:
     token = base64.b64encode(f"{username}:{password}".encode()).decode()
     return {"HTTP_AUTHORIZATION": f"Basic {token}"}
-
-
-def statuses(client: Client, url: str, n: int, **extra: Any) -> list[int]:
-    return [client.get(url, **extra).status_code for _ in range(n)]
-
-
-@pytest.fixture
-def mallory() -> User:
-    return User.objects.create_user("mallory", password="right-password")
 
 
 def test_wrong_basic_passwords_are_counted_and_then_refused_before_checking(client, mallory):

@@ -32,7 +32,7 @@ import http.client
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
@@ -43,7 +43,7 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer, free_port
 from tests.engine.store.worker_middleware import HEADER
-from tests.helpers import hashed, sentinel_switch
+from tests.helpers import hashed, sentinel_switch, wait_until
 from tests.load import Load
 from tests.served import Site, gunicorn_command, serve, site_env, uvicorn_command
 
@@ -64,6 +64,8 @@ AFTER = 2.0
 HTTP_TIMEOUT = 10.0
 #: Waits on the servers: to settle, fail over, demote the old primary.
 TIMEOUT = 30.0
+#: Seconds between two looks at what a wait waits for.
+POLL = 0.05
 PER_IP, EVERYONE, PER_WORKER = "per-ip", "everyone", "per-worker"
 
 
@@ -103,7 +105,9 @@ def topology() -> Iterator[Topology]:
         sentinels = [
             stack.enter_context(RedisSentinel(primary, service, quorum=2)) for _ in range(SENTINELS)
         ]
-        wait_until(lambda: all(settled(s, primary, replica) for s in sentinels), "settled")
+        wait_until(
+            lambda: all(settled(s, primary, replica) for s in sentinels), TIMEOUT, "settled", POLL
+        )
         yield Topology(primary, replica, sentinels, service)
 
 
@@ -304,13 +308,6 @@ def members(server: RedisServer, key: str, since: float) -> list[str]:
     return [f"{int(score)}-{_text(m)}" for m, score in found]
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"never {what}"
-        time.sleep(0.05)
-
-
 @dataclass
 class Run:
     """What one failover under load recorded."""
@@ -331,18 +328,22 @@ def test_a_failover_under_load_moves_every_worker_within_the_bound(
 ) -> None:
     replica = topology.replica
     with Announcements(topology.sentinels) as heard, FailoverLoad(sites) as load:
-        wait_until(lambda: warmed(load.snapshot()), "all three workers decided by Redis")
+        wait_until(
+            lambda: warmed(load.snapshot()), TIMEOUT, "all three workers decided by Redis", POLL
+        )
         time.sleep(BEFORE)
         started = min(s.sent for s in load.snapshot())
         failed_at, old = fail_over(kind, topology, heard, started)
         switched_at = heard.first("+switch-master")
         assert switched_at is not None
         after = switched_at + MOVE_BOUND + AFTER
-        wait_until(lambda: time.time() > after, "past the window")
+        wait_until(lambda: time.time() > after, TIMEOUT, "past the window", POLL)
         pids = workers(load.snapshot())
         wait_until(
             lambda: answered_429_from_redis(load.snapshot(), after - AFTER) >= pids,
+            TIMEOUT,
             "a 429 from Redis on every worker",
+            POLL,
         )
     assert not load.errors, f"client errors: {load.errors[:3]!r}"
     run = Run(load.snapshot(), failed_at, switched_at, workers_by_path(load.snapshot()))
@@ -380,13 +381,13 @@ def fail_over(
     if kind == "kill":
         failed_at = time.time()
         topology.primary.kill()
-        wait_until(lambda: heard.first("+switch-master") is not None, "switched")
+        wait_until(lambda: heard.first("+switch-master") is not None, TIMEOUT, "switched", POLL)
         return failed_at, None
     old = OldPrimary(topology.primary, since=started)
     watcher = threading.Thread(target=old.watch, args=(time.monotonic() + TIMEOUT,), daemon=True)
     watcher.start()
     sentinel_switch(topology.replica, topology.sentinels[-1], TIMEOUT)
-    wait_until(lambda: heard.first("+switch-master") is not None, "switched")
+    wait_until(lambda: heard.first("+switch-master") is not None, TIMEOUT, "switched", POLL)
     watcher.join(TIMEOUT)
     assert old.demoted_at is not None, "the old primary was never demoted"
     promoted = heard.first("+failover-state-wait-promotion")
