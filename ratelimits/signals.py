@@ -149,11 +149,6 @@ async def asend_request_throttled(sender: object, request: Any, verdict: Verdict
     await asend(sender, request, [_throttled(verdict)])
 
 
-def send_request_near_limit(sender: object, request: Any, verdict: Verdict) -> None:
-    """Send :data:`request_near_limit` for each of ``verdict.near_limit``."""
-    send(sender, request, announcements(verdict))
-
-
 def _throttled(verdict: Verdict) -> Announcement:
     return Announcement(request_throttled, "request_throttled", _about(verdict))
 

@@ -11,13 +11,9 @@ from typing import Any
 from rest_framework.throttling import BaseThrottle
 
 from ratelimits.engine.decision import Verdict
-from ratelimits.engine.limiter import decide
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.table import get_table
-from ratelimits.http import afterwards, facts
-from ratelimits.http.gate import undecided
-from ratelimits.http.headers import attach_decisions
-from ratelimits.signals import send_request_near_limit, send_request_throttled
+from ratelimits.http import afterwards, facts, pipeline
 
 
 class PolicyThrottle(BaseThrottle):
@@ -41,25 +37,21 @@ class PolicyThrottle(BaseThrottle):
         self.verdict: Verdict | None = None
 
     def allow_request(self, request: Any, view: Any) -> bool:
-        # A policy another face decided for this request (the decorator) counts it once.
-        policies = undecided(request, self.get_policies(request, view))
-        if not policies:
-            return True
         identity_of = (
             facts.policy_identity  # the default: lets checks_for read the address once
             if type(self).get_identity is PolicyThrottle.get_identity
             else self.get_identity
         )
-        cost = facts.request_cost(getattr(view, "ratelimit_cost", None), request)
-        self.verdict = decide(facts.checks_for(request, policies, identity_of, cost))
-        attach_decisions(request, self.verdict.decisions)
-        if self.verdict.receipt is not None:
-            afterwards.hold(request, self.verdict.receipt, lambda: _status_of(view))
-        if not self.verdict.allowed:
-            send_request_throttled(PolicyThrottle, request, self.verdict)
-        elif self.verdict.near_limit:
-            send_request_near_limit(PolicyThrottle, request, self.verdict)
-        return self.verdict.allowed
+        ask = pipeline.Ask(
+            PolicyThrottle,
+            cost=getattr(view, "ratelimit_cost", None),
+            policies=self.get_policies(request, view),
+            identity_of=identity_of,
+            status_of=lambda: _status_of(view),
+        )
+        # A policy another face decided for this request (the decorator) counts it once.
+        self.verdict = pipeline.run(request, ask).verdict
+        return self.verdict is None or self.verdict.allowed
 
     def wait(self) -> float | None:
         """Seconds until a slot frees, from the script (DRF rounds it up for ``Retry-After``)."""

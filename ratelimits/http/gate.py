@@ -15,7 +15,6 @@ from typing import Any
 
 from ratelimits.engine.decision import Verdict
 from ratelimits.http import pipeline
-from ratelimits.http.pipeline import undecided  # noqa: F401 (the DRF throttle's, for now)
 
 #: The marker a DRF throttle class carries when it applies the policies itself, after
 #: DRF's authentication: :class:`~ratelimits.throttling.PolicyThrottle`.

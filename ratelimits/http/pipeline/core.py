@@ -13,6 +13,8 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 
+from django.http import HttpResponse
+
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.policy import Check, CompiledPolicy
 from ratelimits.engine.table import PolicyTable
@@ -53,7 +55,7 @@ class Passage:
     decide) and, for a face that answers, the 429 to return (``None``: go on)."""
 
     verdict: Verdict | None = None
-    refusal: Any = None
+    refusal: HttpResponse | None = None
 
 
 #: The step that asks for the policy table; sent back a :class:`PolicyTable`.
