@@ -13,7 +13,8 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
-from ratelimits.http import afterwards, gate, headers, responses, sign_in
+from ratelimits.engine.decision import Verdict
+from ratelimits.http import afterwards, gate, headers, pipeline, responses, sign_in
 
 #: The status of a response that says "too many requests".
 THROTTLED = 429
@@ -57,12 +58,8 @@ class RateLimitMiddleware:
         if self.is_async:
             return self._acall(request)
         response = self.get_response(request)
-        # Whichever face admitted it: its response's status decides what counts.
-        afterwards.saw(request, response.status_code)
-        refused = sign_in.refusal(request)
-        if refused is not None and response.status_code != THROTTLED:
-            return responses.throttled(request, refused)
-        return response
+        refused = _seen(request, response)
+        return response if refused is None else responses.throttled(request, refused)
 
     async def _acall(self, request: HttpRequest) -> Any:
         try:
@@ -70,42 +67,36 @@ class RateLimitMiddleware:
         except asyncio.CancelledError:  # the client went away before a response
             afterwards.went_away(request)
             raise
-        afterwards.saw(request, response.status_code)
-        refused = sign_in.refusal(request)
-        if refused is not None and response.status_code != THROTTLED:
-            return await responses.athrottled(request, refused)
-        return response
+        refused = _seen(request, response)
+        return response if refused is None else await responses.athrottled(request, refused)
 
     def process_view(
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
-        scope, before = gate.middleware_scope(view_func, request.method or "")
-        verdict = gate.check(
-            request,
-            scope,
-            RateLimitMiddleware,
-            gate.cost_of(view_func),
-            before_authentication=before,
-        )
-        if verdict is None or verdict.allowed:
-            return None
-        return responses.throttled(request, verdict)
+        return pipeline.run(request, _asked(request, view_func)).refusal
 
     async def aprocess_view(
         self, request: HttpRequest, view_func: Any, view_args: Any, view_kwargs: Any
     ) -> HttpResponse | None:
         """:meth:`process_view` when the chain is async."""
-        scope, before = gate.middleware_scope(view_func, request.method or "")
-        verdict = await gate.acheck(
-            request,
-            scope,
-            RateLimitMiddleware,
-            gate.cost_of(view_func),
-            before_authentication=before,
-        )
-        if verdict is None or verdict.allowed:
-            return None
-        return await responses.athrottled(request, verdict)
+        return (await pipeline.arun(request, _asked(request, view_func))).refusal
+
+
+def _asked(request: HttpRequest, view_func: Any) -> pipeline.Ask:
+    """What the middleware asks of the pipeline for ``view_func`` (see
+    :func:`ratelimits.http.gate.middleware_scope`); a denial is answered with its 429."""
+    scope, before = gate.middleware_scope(view_func, request.method or "")
+    cost = gate.cost_of(view_func)
+    return pipeline.Ask(RateLimitMiddleware, scope, cost, before, answers=True)
+
+
+def _seen(request: HttpRequest, response: Any) -> Verdict | None:
+    """Note ``response``'s status for whichever face admitted the request (it decides
+    what counts); the refusal of a sign-in ``RateLimitBackend`` refused, to answer with
+    a 429 instead, if the response is not one already."""
+    afterwards.saw(request, response.status_code)
+    refused = sign_in.refusal(request)
+    return refused if refused is not None and response.status_code != THROTTLED else None
 
 
 class RateLimitHeadersMiddleware:
