@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
 
-from ratelimits.http import afterwards, gate, responses
+from ratelimits.http import afterwards, gate, pipeline
 
 View = TypeVar("View", bound=Callable[..., Any])
 
@@ -33,49 +32,45 @@ def ratelimit(
         def signup(request): ...
     """
     gate.check_face_options("ratelimit", scope, cost, scope_required=True)
+    ask = pipeline.Ask(ratelimit, scope, cost, answers=True)
 
     def decorate(view: View) -> View:
         if iscoroutinefunction(view):
 
             @functools.wraps(view)
             async def limited_async(request: Any, *args: Any, **kwargs: Any) -> Any:
-                verdict = await gate.acheck(request, scope, ratelimit, cost)
-                if verdict is None:
+                passage = await pipeline.arun(request, ask)
+                if passage.verdict is None:
                     return await view(request, *args, **kwargs)
-                if not verdict.allowed:
-                    return await responses.athrottled(request, verdict)
-                try:
+                if passage.refusal is not None:
+                    return passage.refusal
+                with afterwards.watching(request):
                     response = await view(request, *args, **kwargs)
-                except asyncio.CancelledError:  # the client went away
-                    afterwards.went_away(request)
-                    raise
-                except Exception:
-                    afterwards.saw(request, afterwards.SERVER_ERROR)
-                    raise
                 afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
                 return response
 
-            limited_async.ratelimit_scope = scope  # type: ignore[attr-defined]
-            limited_async.ratelimit_cost = cost  # type: ignore[attr-defined]
-            return limited_async  # type: ignore[return-value]
+            return _marked(limited_async, scope, cost)
 
         @functools.wraps(view)
         def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-            verdict = gate.check(request, scope, ratelimit, cost)
-            if verdict is None:
+            passage = pipeline.run(request, ask)
+            if passage.verdict is None:
                 return view(request, *args, **kwargs)
-            if not verdict.allowed:
-                return responses.throttled(request, verdict)
-            try:
+            if passage.refusal is not None:
+                return passage.refusal
+            with afterwards.watching(request):
                 response = view(request, *args, **kwargs)
-            except Exception:
-                afterwards.saw(request, afterwards.SERVER_ERROR)
-                raise
             afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
             return response
 
-        limited.ratelimit_scope = scope  # type: ignore[attr-defined]
-        limited.ratelimit_cost = cost  # type: ignore[attr-defined]
-        return limited  # type: ignore[return-value]
+        return _marked(limited, scope, cost)
 
     return decorate
+
+
+def _marked(limited: Callable[..., Any], scope: str, cost: Any) -> Any:
+    """``limited`` carrying its scope and cost, for the middleware, the admin's endpoint
+    suggestions and the checks (see :func:`ratelimits.http.gate.scope_of`)."""
+    limited.ratelimit_scope = scope  # type: ignore[attr-defined]
+    limited.ratelimit_cost = cost  # type: ignore[attr-defined]
+    return limited

@@ -18,8 +18,9 @@ a response to close: :func:`went_away` gives the slots back once the view has st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
@@ -103,6 +104,20 @@ def saw(request: Any, status: int) -> None:
     pending = _pending(request)
     if pending is not None:
         pending.status = status
+
+
+@contextlib.contextmanager
+def watching(request: Any) -> Iterator[None]:
+    """Around a view a face admitted: one that raises counts as the 500 Django renders
+    for it; one cancelled under ASGI (the client went away) gives back at once."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        went_away(request)
+        raise
+    except Exception:
+        saw(request, SERVER_ERROR)
+        raise
 
 
 def went_away(request: Any) -> None:
