@@ -33,13 +33,13 @@ from django.http import HttpRequest
 from ratelimits.exceptions import MissingExtra
 
 try:
-    from ninja.operation import PathView
+    from ninja.operation import AsyncOperation, PathView
     from ninja.throttling import BaseThrottle
 except ImportError as missing:
     raise MissingExtra("ratelimits.contrib.ninja", "django-ninja", "ninja") from missing
 
 from ratelimits.engine.decision import Verdict
-from ratelimits.http import gate
+from ratelimits.http import gate, pipeline
 
 __all__ = ["PolicyThrottle"]
 
@@ -53,8 +53,8 @@ _verdict: contextvars.ContextVar[Verdict | None] = contextvars.ContextVar(
     "ratelimits_ninja_verdict", default=None
 )
 
-#: Where an async operation's check runs (see :class:`PolicyThrottle`); its threads start
-#: on first use.
+#: Where the check of an operation django-ninja runs on a loop, not as an async operation,
+#: runs; its threads start on first use.
 _off_loop = ThreadPoolExecutor(max_workers=4, thread_name_prefix="ratelimits-ninja")
 
 
@@ -71,9 +71,9 @@ class PolicyThrottle(BaseThrottle):
     ``request.auth``), else the principal in ``request.auth``.
 
     django-ninja calls a throttle synchronously, also for an ``async def`` operation, on
-    the event loop. There the check runs on a worker thread (the database and a lazy
-    ``request.user`` may not be touched on the loop) and the loop waits for it: one
-    thread hop per request (see docs/ninja.md for its measured cost).
+    the event loop. For such an operation the policies are decided just before, once
+    django-ninja has authenticated the request, on the loop with no thread in between
+    (:func:`_decide_async_operations_on_the_loop`): :meth:`allow_request` then reads that verdict.
     """
 
     def __init__(
@@ -95,14 +95,19 @@ class PolicyThrottle(BaseThrottle):
     def allow_request(self, request: HttpRequest) -> bool:
         """Decide the policies of ``request`` no face has decided yet; False over the limit
         (``request_throttled`` is then sent, with this class as sender)."""
-        if _loop_running():
-            verdict = _run_off_loop(
-                gate.check, request, self.scope, PolicyThrottle, self.ratelimit_cost
-            )
+        decided = getattr(request, _DECIDED, {})
+        if self in decided:  # an async operation's, decided on the loop
+            verdict = decided.pop(self)
+        elif _loop_running():  # an operation django-ninja ran some other way
+            verdict = _run_off_loop(pipeline.run, request, self.asked()).verdict
         else:
-            verdict = gate.check(request, self.scope, PolicyThrottle, self.ratelimit_cost)
+            verdict = pipeline.run(request, self.asked()).verdict
         _verdict.set(verdict)
         return verdict is None or verdict.allowed
+
+    def asked(self) -> pipeline.Ask:
+        """What this throttle asks of the face pipeline."""
+        return pipeline.Ask(PolicyThrottle, self.scope, self.ratelimit_cost)
 
     def wait(self) -> float | None:
         """Seconds until a slot frees, for the denied request (django-ninja rounds it up
@@ -141,6 +146,51 @@ def _throttled_operations(view_func: Any) -> dict[str, str | None]:
                     found.setdefault(method, scope)
             return found
     return {}
+
+
+#: Where an async operation's verdicts wait for its throttles: ``{throttle: verdict}``.
+_DECIDED = "_ratelimits_ninja_verdicts"
+
+
+async def _decide_on_the_loop(operation: Any, request: HttpRequest) -> None:
+    """Decide ``operation``'s :class:`PolicyThrottle` s for ``request`` on the running loop
+    (the table, the user and the call awaited), for their ``allow_request`` to read."""
+    decided = {}
+    for throttle in operation.throttle_objects:
+        if isinstance(throttle, PolicyThrottle):
+            decided[throttle] = (await pipeline.arun(request, throttle.asked())).verdict
+    if decided:
+        setattr(request, _DECIDED, decided)
+
+
+def _decide_async_operations_on_the_loop(operation_class: type[AsyncOperation]) -> None:
+    """Make django-ninja's async operations decide their :class:`PolicyThrottle` s on the
+    loop, in the place its throttles have: after its authentication (when the operation
+    has any), before its throttles, which it calls without awaiting them."""
+    run_checks = operation_class._run_checks
+    run_authentication = operation_class._run_authentication
+    if getattr(run_checks, "ratelimits", False):
+        return
+
+    @functools.wraps(run_checks)
+    async def _run_checks(self: AsyncOperation, request: HttpRequest) -> Any:
+        if not self.auth_callbacks:
+            await _decide_on_the_loop(self, request)
+        return await run_checks(self, request)
+
+    @functools.wraps(run_authentication)
+    async def _run_authentication(self: AsyncOperation, request: HttpRequest) -> Any:
+        refused = await run_authentication(self, request)
+        if refused is None:
+            await _decide_on_the_loop(self, request)
+        return refused
+
+    _run_checks.ratelimits = True  # type: ignore[attr-defined]
+    operation_class._run_checks = _run_checks  # type: ignore[method-assign]
+    operation_class._run_authentication = _run_authentication  # type: ignore[method-assign]
+
+
+_decide_async_operations_on_the_loop(AsyncOperation)
 
 
 def _loop_running() -> bool:

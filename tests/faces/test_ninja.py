@@ -3,8 +3,10 @@ test client, against the real Redis the test run starts."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
+import time
 from typing import Any
 
 import pytest
@@ -223,11 +225,11 @@ def test_the_middleware_still_decides_an_operation_without_the_throttle(client):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_async_operation_is_limited_and_its_user_loaded_off_the_loop(
+def test_an_async_operation_is_limited_and_its_user_loaded_without_blocking_the_loop(
     client, alice, redis_client, without_middleware, throttled_senders
 ):
-    # A per-user policy: the throttle loads the lazy request.user (a database query),
-    # which Django refuses on the event loop the async operation runs on.
+    # A per-user policy: the lazy request.user is a database query, which Django refuses
+    # on the event loop the async operation runs on; it is loaded with request.auser().
     create_policy("async", "faces-ninja:async_items", limit=2, key="user")
     client.force_login(alice)
     assert statuses(client, f"{BASE}/async", 2) == [200, 200]
@@ -241,8 +243,8 @@ def test_an_async_operation_is_limited_and_its_user_loaded_off_the_loop(
 REQUEST_TAG: contextvars.ContextVar[str] = contextvars.ContextVar("request_tag", default="")
 
 
-@pytest.mark.django_db(transaction=True)  # the check's thread reads committed rows only
-def test_off_the_loop_receivers_run_in_the_request_context(client, without_middleware):
+@pytest.mark.django_db(transaction=True)
+def test_an_async_operations_receivers_run_in_the_request_context(client, without_middleware):
     create_policy("async", "faces-ninja:async_items", limit=1)
     tags: list[str] = []
 
@@ -262,7 +264,7 @@ def test_off_the_loop_receivers_run_in_the_request_context(client, without_middl
 @pytest.mark.django_db(transaction=True)
 def test_an_async_operation_under_asgi_with_the_middleware(alice, redis_client):
     """Under the async handler the middleware leaves the operation to the throttle, which
-    decides both policies in one call off the loop, after authentication."""
+    decides both policies in one call on the loop, after authentication."""
     create_policy("by-name", "faces-ninja:async_scoped", limit=5)
     create_policy("by-scope", "async-scoped", limit=3, key="user")
     calls: list[int] = []
@@ -283,6 +285,48 @@ def test_an_async_operation_under_asgi_with_the_middleware(alice, redis_client):
     assert_ninja_429(responses[3], "by-scope", 3, 60)
     keys = [key.decode() for key in redis_client.keys("*")]
     assert any(f"{{u:{alice.pk}}}" in key for key in keys), keys
+
+
+#: How long the test below pauses Redis: far above a tick of the loop, below the timeout.
+PAUSE = 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_operation_under_a_slow_redis_leaves_its_loop_running(
+    redis_client, settings, without_middleware
+):
+    """The decide call of an async operation is awaited on its event loop: while Redis
+    is slow to answer (paused), another coroutine on that loop keeps running."""
+    settings.RATELIMITS = {**settings.RATELIMITS, "SOCKET_TIMEOUT": 5 * PAUSE}
+    create_policy("async", "faces-ninja:async_items", limit=10)
+
+    async def run() -> tuple[int, float, float]:
+        client = AsyncClient()
+        assert (await client.get(f"{BASE}/async")).status_code == 200  # table, connection
+        gaps: list[float] = []
+        stop = asyncio.Event()
+
+        async def tick() -> None:
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+                gaps.append(time.monotonic() - last)
+                last = time.monotonic()
+
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0.05)
+        redis_client.execute_command("CLIENT", "PAUSE", int(PAUSE * 1000))
+        started = time.monotonic()
+        response = await client.get(f"{BASE}/async")
+        took = time.monotonic() - started
+        stop.set()
+        await ticker
+        return response.status_code, took, max(gaps)
+
+    status, took, longest_gap = async_to_sync(run)()
+    assert status == 200
+    assert took >= 0.8 * PAUSE  # decided by the paused server, not by a fail mode
+    assert longest_gap < PAUSE / 2, f"the loop stood still for {longest_gap:.2f} s"
 
 
 # --- the verdict belongs to the request, not to the shared throttle -------------------------
