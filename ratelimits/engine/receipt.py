@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ratelimits.engine.policy import CONCURRENCY, Check
+from ratelimits.engine import algorithms
+from ratelimits.engine import reply as replies
+from ratelimits.engine.policy import Check
 
 #: The lowest status that is a failure, for ``counts``.
 FAILURE_STATUS = 400
@@ -49,7 +51,7 @@ class Receipt:
         due = []
         for index, check in enumerate(self.checks):
             policy = check.policy
-            if policy.algorithm == CONCURRENCY:
+            if algorithms.released(policy.algorithm):
                 due.append(index)
             elif status is not None and policy.counts != "all":
                 failed = status >= FAILURE_STATUS
@@ -58,21 +60,17 @@ class Receipt:
         return due
 
 
-def receipt_of(checks: Sequence[Check], reply: list[int], fields: int) -> Receipt | None:
-    """The receipt of a recording decide call's ``reply`` (``fields`` per policy), or
-    ``None`` when the request was not admitted or spent nothing to give back.
-
-    A reply merged from several calls (a cluster's hash slots) carries, after the
-    policies' fields, the time of each policy's call."""
-    if not reply[0]:
+def receipt_of(checks: Sequence[Check], reply: replies.Reply) -> Receipt | None:
+    """The receipt of a recording decide call's ``reply``, or ``None`` when the request
+    was not admitted or spent nothing to give back."""
+    if not replies.admitted(reply):
         return None
     held, times, marks = [], [], []
-    timed = len(reply) > 2 + fields * len(checks)
     for index, check in enumerate(checks):
-        if check.policy.gives_back and reply[2 + fields * index]:
+        if check.policy.gives_back and replies.field(reply, index, replies.ALLOWED):
             held.append(check)
-            times.append(int(reply[2 + fields * len(checks) + index] if timed else reply[1]))
-            marks.append(int(reply[3 + fields * index]) // 1000)
+            times.append(replies.call_time_us(reply, index, len(checks)))
+            marks.append(replies.field(reply, index, replies.COUNT_MILLI) // 1000)
     if not held:
         return None
     return Receipt(tuple(held), tuple(times), tuple(marks))

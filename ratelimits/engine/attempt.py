@@ -1,0 +1,102 @@
+"""One request's decision around its Redis calls, the same for sync and async callers:
+the remembered denial that answers it without a call, the verdict from the reply (and
+the denials it teaches the worker), or each policy's fail mode after the error the
+calls met. A recorded request is counted once (stats, the dashboard, Prometheus), with
+the time it took here."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from ratelimits.engine import reply as replies
+from ratelimits.engine.decision import Verdict
+from ratelimits.engine.denials import generation as denials_generation
+from ratelimits.engine.denials import lookup as remembered_denial
+from ratelimits.engine.denials import remember as remember_denial
+from ratelimits.engine.near_limit import crossed as crossed_near_limit
+from ratelimits.engine.policy import Check
+from ratelimits.engine.receipt import receipt_of
+from ratelimits.engine.reporting import report
+from ratelimits.engine.shadow_log import shadow_log
+from ratelimits.engine.steps import ServerFailed
+from ratelimits.engine.store import breaker as breakers
+from ratelimits.engine.store import connection, errors
+from ratelimits.engine.store.route import BreakerOpen
+from ratelimits.engine.verdicts import fail_verdict, verdict_from
+from ratelimits.exceptions import ConfigurationError
+
+logger = logging.getLogger("ratelimits")
+
+
+class Attempt:
+    """The decision of ``checks``, recording or not, at ``now`` (seconds; ``None``: the
+    Redis clock). :attr:`answer` is set when a remembered denial answers it at once."""
+
+    __slots__ = ("answer", "checks", "local", "record", "seen", "sent_at", "started")
+
+    def __init__(self, checks: Sequence[Check], record: bool, now: float | None) -> None:
+        self.checks, self.record = checks, record
+        self.started = time.perf_counter()
+        self.answer: Verdict | None = None
+        # Only requests on the Redis clock use and feed the worker's remembered denials.
+        self.local = record and now is None
+        if self.local:
+            self.sent_at = time.monotonic()
+            denied = remembered_denial(checks, self.sent_at)
+            if denied is not None:
+                _report(denied, self.started, "local")
+                self.answer = denied
+            self.seen = denials_generation()
+
+    def decided(self, reply: replies.Reply) -> Verdict:
+        """The verdict of ``reply``; remembers the denials it teaches, makes the receipt
+        of what a response may give back, and counts a recorded request."""
+        checks = self.checks
+        _, verdict = verdict_from(checks, reply)
+        if self.local:
+            for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
+                blocked_us = replies.field(reply, index, replies.BLOCKED_US)
+                # Units a response gives back free before the time Redis could tell.
+                if blocked_us > 0 and not check.policy.gives_back:
+                    remember_denial(
+                        check, decision, blocked_us / 1_000_000, self.sent_at, self.seen
+                    )
+        if self.record:
+            for check in checks:  # no call at all on the usual request, which holds nothing
+                if check.policy.gives_back:
+                    verdict.receipt = receipt_of(checks, reply)
+                    break
+            if verdict.allowed:
+                verdict.near_limit = crossed_near_limit(checks, verdict.decisions)
+            _report(verdict, self.started, "redis")
+        return verdict
+
+    def failed(self, error: Exception) -> Verdict:
+        """The fail verdict after ``error``; errors that are not Redis's are raised."""
+        if isinstance(error, ServerFailed):
+            cause = error.error
+            if errors.is_pool_busy(cause):  # our side, not the server: not counted
+                breakers.pool_busy(cause)
+            elif errors.is_outage(cause):  # logged once, by the breaker when it opens
+                error.guard.failure(cause)
+            else:
+                logger.error("ratelimits: the decide script failed for %s: %s", error.key, cause)
+        elif isinstance(error, ConfigurationError):
+            breakers.breaker.failure(error)
+        elif not isinstance(error, (BreakerOpen, connection.Unreachable)):
+            raise error
+        verdict = fail_verdict(self.checks)
+        if self.record:  # a look that records nothing is not counted
+            report(verdict, time.perf_counter() - self.started, "fallback")
+        return verdict
+
+
+def _report(verdict: Verdict, started: float, source: str) -> None:
+    """Count a recorded request that took from ``started`` (``perf_counter``) until now,
+    answered from ``source`` (see :data:`ratelimits.engine.reporting.SOURCES`)."""
+    report(verdict, time.perf_counter() - started, source)
+    for decision in verdict.decisions:
+        if decision.shadow_denied:  # logged once per client and window
+            shadow_log.would_deny(decision)
