@@ -60,6 +60,7 @@ from ratelimits.conf import app_settings
 from ratelimits.engine.decision import ALL_OUTCOMES, NEAR_LIMIT, Outcomes, Verdict, outcomes
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection, errors
+from ratelimits.engine.store import route as routes
 from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
@@ -134,17 +135,18 @@ def _flush(now: float) -> bool:
     prefix = app_settings.KEY_PREFIX
     minutes = sorted({minute for (minute, _, _), _ in entries})
     try:
-        client = connection.get_client()
+        route = routes.current()
+        # On a cluster the minutes' keys may live on several nodes; the newest one's node
+        # stands for them all (the flush is retried as a whole, at least once).
+        breaker = route.guard(stats_key(minutes[-1], prefix))
     except ConfigurationError as e:
         breakers.breaker.failure(e)
         _put_back(batch, generation, now)
         return False
-    # On a cluster the minutes' keys may live on several nodes; the newest one's node
-    # stands for them all (the flush is retried as a whole, at least once).
-    breaker = connection.breaker_for(client, stats_key(minutes[-1], prefix))
-    if not breaker.allow():
+    except routes.BreakerOpen:
         _put_back(batch, generation, now)
         return False
+    client = route.client
     try:
         pipe = client.pipeline(transaction=False)
         for (minute, policy, what), n in entries:

@@ -44,6 +44,7 @@ from ratelimits.engine.pacing import UNPACED, Pacer, paced_by
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection
+from ratelimits.engine.store import route as routes
 from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
@@ -377,15 +378,14 @@ def _read_version(known: bytes | None) -> bytes | None:
     as a change, reloads and forgets the denials it remembers for counts that are gone."""
     key = version_key(app_settings.KEY_PREFIX)
     try:
-        client = connection.get_client()
-    except connection.Unreachable:  # the breaker counted it, and logs its opening
+        route = routes.current()
+        guard = route.guard(key, writes=False)  # an open breaker's try is a decide call's
+    except (connection.Unreachable, routes.BreakerOpen):  # the breaker logs its opening
         return known
     except ConfigurationError as e:
         breakers.breaker.failure(e)
         return known
-    guard = connection.breaker_for(client, key)
-    if not guard.allow_read():  # an open breaker's try is a decide call's
-        return known
+    client = route.client
     try:
         version = client.get(key)
         wrote = version is None
