@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratelimits.engine import identity, keys
+from ratelimits.engine import algorithms, identity, keys
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.tools import inspection, inventory, timing
@@ -81,7 +81,7 @@ def detail_record(d: inspection.KeyDetail, usernames: dict[str, str]) -> dict[st
         record["entries"] = [
             {"time": inspection.iso(at), "age": (d.now_us - at) / 1_000_000} for at in d.entries
         ]
-    elif d.name.algorithm == "concurrency":
+    elif algorithms.released(d.name.algorithm):
         record["leases"] = [
             {
                 "started": inspection.iso(lease.start_us),

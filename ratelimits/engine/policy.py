@@ -20,9 +20,6 @@ from ratelimits.engine.overrides import Exemption, Overrides, Previous
 from ratelimits.engine.script_args import ScriptArgs, shard_args, window_slot
 from ratelimits.engine.wire import WireArgs, wire
 
-#: The name of the algorithm whose units come back when responses end, for modules that
-#: still import it; ask :func:`ratelimits.engine.algorithms.released` instead.
-CONCURRENCY = "concurrency"
 #: What ``counts`` may be: which responses spend a unit.
 COUNTS = rules.COUNTS
 
