@@ -1,11 +1,9 @@
-"""The one step every plain-Django face takes: the policies a view falls under, each
-decided once per request.
+"""What a view asks of the face pipeline (:mod:`ratelimits.http.pipeline`): its scope
+and cost, and whether its framework's own throttle decides its policies.
 
-The middleware, the decorator and the django-ninja throttle call :func:`check` (or
-:func:`acheck` from a coroutine). Policies already decided for the request, by another
-face, are left out, so a request spends one unit per policy whichever faces it meets.
-What an admitted request may get back after its response is handed to
-:mod:`ratelimits.http.afterwards`.
+:func:`check` (or :func:`acheck` from a coroutine) runs the pipeline for a request and
+returns its verdict. Policies already decided for the request, by another face, are left
+out, so a request spends one unit per policy whichever faces it meets.
 """
 
 from __future__ import annotations
