@@ -38,8 +38,8 @@ from bench.common import (
     percentile,
     time_per_call,
 )
-from ratelimits import policy_source
 from ratelimits.conf import app_settings
+from ratelimits.database import policy_source
 from ratelimits.engine import table as policy_table
 from ratelimits.engine.keys import version_key
 from ratelimits.engine.policy import CompiledPolicy

@@ -12,11 +12,8 @@ class RateLimitsConfig(AppConfig):
     def ready(self) -> None:
         """Register the checks, load the policy table from the database, announce policy
         changes, and count decisions for Prometheus (with the ``prometheus`` extra)."""
-        from ratelimits import (
-            checks,  # noqa: F401 - registers the system checks
-            policy_source,
-            receivers,
-        )
+        from ratelimits import checks  # noqa: F401 - registers the system checks
+        from ratelimits.database import policy_source, receivers
         from ratelimits.engine import reporting, table
 
         table.set_source(policy_source.load, release=policy_source.close_connections)

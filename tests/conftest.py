@@ -160,7 +160,7 @@ def _policy_table_source(request: pytest.FixtureRequest) -> Iterator[None]:
     built in the request's thread. After a test, a build still under way is waited for,
     before the test database is emptied: its read and PostgreSQL's TRUNCATE could
     deadlock."""
-    from ratelimits import policy_source
+    from ratelimits.database import policy_source
     from ratelimits.engine import table
 
     marker = request.node.get_closest_marker("django_db")

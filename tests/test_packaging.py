@@ -33,6 +33,7 @@ EXPECTED = (
     "ratelimits/tools/inventory/usage.py",
     "ratelimits/tools/endpoints/urlconf.py",
     "ratelimits/cli/check.py",
+    "ratelimits/database/policy_source.py",
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ratelimits import policy_source
+from ratelimits.database import policy_source
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy, PolicyOverride
 from tests.helpers import make_policy

@@ -8,7 +8,7 @@ an address, which address and network overrides and ``EXEMPT_NETWORKS`` match; `
 hashed API key. :func:`applied` asks the engine's own rule lookup
 (:meth:`~ratelimits.engine.policy.CompiledPolicy.rule_for`) on policies whose overrides
 are compiled by the code that compiles the policy table's
-(:func:`ratelimits.policy_source.with_overrides`).
+(:func:`ratelimits.database.policy_source.with_overrides`).
 
 A key counted by address or API key does not say which user sent its requests: on a
 policy keyed so, a user's or a group's override applies request by request, and a tool
@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ratelimits.database.policy_source import with_overrides as attach_overrides
 from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.engine.identity import user_identity
 from ratelimits.engine.overrides import Exemption
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.models import Policy
-from ratelimits.policy_source import with_overrides as attach_overrides
 
 #: ``override`` of a client that ``EXEMPT_NETWORKS`` exempts from every policy.
 EXEMPT_NETWORKS = "EXEMPT_NETWORKS"

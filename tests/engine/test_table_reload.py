@@ -20,7 +20,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection, connections
 
-from ratelimits import policy_source
+from ratelimits.database import policy_source
 from ratelimits.conf import app_settings
 from ratelimits.engine import denials, limiter, table
 from ratelimits.engine.keys import version_key

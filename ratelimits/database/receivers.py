@@ -1,10 +1,10 @@
 """The model signal receivers that announce policy changes; :func:`connect` is called by
 ``AppConfig.ready()``.
 
-Saving or deleting a ``Policy`` or a ``PolicyOverride``, and a user joining or leaving a
-group that an override names, is announced like any policy change
-(:func:`ratelimits.signals.schedule_policy_change`). Bulk writes announce themselves
-through the models' queryset.
+Saving or deleting a ``Policy`` or a ``PolicyOverride``, a bulk write of them (the
+models' queryset sends ``rows_written``), and a user joining or leaving a group that an
+override names, is announced like any policy change
+(:func:`ratelimits.database.announcements.schedule_policy_change`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
+from ratelimits.database.announcements import schedule_policy_change
 from ratelimits.models import Policy, PolicyOverride
-from ratelimits.signals import schedule_policy_change
+from ratelimits.querysets import rows_written
 
 
 def connect() -> None:
@@ -27,6 +28,9 @@ def connect() -> None:
         post_delete.connect(
             on_policy_saved_or_deleted, sender=model, dispatch_uid=f"ratelimits.deleted.{model}"
         )
+        rows_written.connect(
+            on_policy_saved_or_deleted, sender=model, dispatch_uid=f"ratelimits.written.{model}"
+        )
     groups = getattr(get_user_model(), "groups", None)
     if groups is not None:  # a custom user model may have no groups
         m2m_changed.connect(
@@ -37,7 +41,8 @@ def connect() -> None:
 
 
 def on_policy_saved_or_deleted(sender: Any, using: str | None = None, **kwargs: Any) -> None:
-    """``post_save`` / ``post_delete`` receiver for ``Policy`` and ``PolicyOverride``."""
+    """``post_save``, ``post_delete`` and bulk writes' ``rows_written`` receiver for
+    ``Policy`` and ``PolicyOverride``."""
     schedule_policy_change(using)
 
 

@@ -128,7 +128,7 @@ def _reset_on_setting_change(**kwargs: Any) -> None:
     reset()  # a setting may change how a policy compiles (a default time zone...)
 
 
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.policy_source")
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.database.policy_source")
 
 
 def close_connections() -> None:
