@@ -4,7 +4,7 @@ One seeded synthetic trace of request *attempts* (many clients; steady Poisson t
 at rates around the limit, rates that switch between low and high, and bursts that
 straddle clock-aligned window boundaries) is replayed with explicit timestamps through
 every algorithm, each in its own, empty Redis: pipelined
-:func:`ratelimits.limiter.queue_decide` calls in time order, which Redis runs in order,
+:func:`ratelimits.testing.replay.queue_decide` calls in time order, which Redis runs in order,
 so each decision is exactly the one a live request at that moment would get.
 
 Two comparisons with ``sliding_log`` (the exact log):
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from bench.common import Context, Section, Target, markdown_table, median
 from ratelimits.engine import keys, limiter
 from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.testing.replay import queue_decide
 
 ALGORITHMS = [
     a
@@ -177,7 +178,7 @@ def replay(ctx: Context, trace: Trace, algorithm: str, count: int | None = None)
         pipe = client.pipeline(transaction=False)
         start = time.perf_counter()
         for i in range(count):
-            limiter.queue_decide(checks[trace.clients[i]], pipe, now=trace.times_us[i] / 1_000_000)
+            queue_decide(checks[trace.clients[i]], pipe, now=trace.times_us[i] / 1_000_000)
             if len(pipe) >= PIPELINE_CHUNK:
                 replies += pipe.execute()
         replies += pipe.execute()

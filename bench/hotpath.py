@@ -24,6 +24,7 @@ from redis.connection import AbstractConnection
 
 from bench.common import DECIDE_COMMANDS, Context, Section, Target, markdown_table, median
 from ratelimits.engine import limiter
+from ratelimits.engine.calls import decide_call
 from ratelimits.engine.policy import Check, CompiledPolicy
 from ratelimits.engine.store import caller, commands, connection
 
@@ -126,7 +127,7 @@ def beyond_round_trip(ctx: Context, policies: int) -> tuple[float, float, float]
     mode = caller.for_pool(pool).mode
     bare_calls = []
     for n in range(calls):
-        call = limiter.decide_call([Check(p, f"ip:{_address(n % CLIENTS)}") for p in matched])
+        call = decide_call([Check(p, f"ip:{_address(n % CLIENTS)}") for p in matched])
         bare_calls.append((commands.packed(mode, call),))
     held = pool.connection_class(**pool.connection_kwargs)
     held.connect()
@@ -199,7 +200,7 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
 
     pool = connection.get_client().connection_pool  # type: ignore[union-attr]
     mode = caller.for_pool(pool).mode
-    empty = (commands.packed(mode, limiter.decide_call([])),)
+    empty = (commands.packed(mode, decide_call([])),)
     held = pool.connection_class(**pool.connection_kwargs)
     held.connect()
 

@@ -1,7 +1,7 @@
 """Redis memory per client, per algorithm, with every client's window full.
 
 Each client is filled to its limit through the real limiter (pipelined
-:func:`ratelimits.limiter.queue_decide` calls at explicit times inside one clock-aligned
+:func:`ratelimits.testing.replay.queue_decide` calls at explicit times inside one clock-aligned
 hour, so nothing expires and every request is admitted), and through the ``limits``
 library's moving window and sliding-window counter (``hit()``). Two measures:
 
@@ -35,6 +35,7 @@ from limits.strategies import (
 from bench.common import Chart, Context, Section, Target, markdown_table, median, ratio
 from ratelimits.engine import keys, limiter
 from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.testing.replay import queue_decide
 from ratelimits.tools import memory
 
 ALGORITHMS = [
@@ -137,7 +138,7 @@ def fill_ours(ctx: Context, policy: CompiledPolicy, indexes: range) -> None:
         for index in indexes:
             checks = [limiter.Check(policy, identity(index))]
             for n in range(limit):
-                limiter.queue_decide(checks, pipe, now=START + n * step)
+                queue_decide(checks, pipe, now=START + n * step)
             if len(pipe) >= PIPELINE_CHUNK:
                 admitted += sum(int(reply[0]) for reply in pipe.execute())
         admitted += sum(int(reply[0]) for reply in pipe.execute())

@@ -57,7 +57,7 @@ try:
 except ImportError as missing:
     raise MissingExtra("Prometheus metrics", "prometheus-client", "prometheus") from missing
 
-from ratelimits.engine.decision import NEAR_LIMIT, Outcomes, Verdict, outcomes
+from ratelimits.engine.decision import NEAR_LIMIT, Outcomes
 from ratelimits.engine.reporting import SOURCES
 from ratelimits.engine.store import connection, eviction
 
@@ -118,14 +118,11 @@ _counters: dict[tuple[str, str], Any] = {}
 _seconds: dict[str, Any] = {source: DECISION_SECONDS.labels(source=source) for source in SOURCES}
 
 
-def record(verdict: Verdict, seconds: float, source: str) -> None:
-    """Count one decided request: each decision's outcome, the policies it took near their
-    limits, and ``seconds`` the limiter took, under ``source`` (one of :data:`SOURCES`)."""
-    observe(outcomes(verdict), seconds, source)
-
-
 def observe(counted: Outcomes, seconds: float, source: str) -> None:
-    """:func:`record` for outcomes already worked out (the limiter's observer)."""
+    """Count one decided request (the limiter's observer): each decision's outcome and
+    the policies it took near their limits (``counted``, see
+    :func:`ratelimits.engine.decision.outcomes`), and ``seconds`` the limiter took, under
+    ``source`` (one of :data:`SOURCES`)."""
     if not counted:
         return
     for key in counted:

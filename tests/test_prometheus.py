@@ -26,7 +26,7 @@ from rest_framework.request import Request
 
 from ratelimits import prometheus
 from ratelimits.engine import limiter
-from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.decision import Decision, Verdict, outcomes
 from ratelimits.engine.identity import ip_identity
 from ratelimits.signals import request_near_limit, request_throttled
 from ratelimits.testutils import free_port
@@ -36,6 +36,12 @@ from tests.helpers import create_policy
 from tests.helpers import policy as compiled_policy
 
 pytestmark = pytest.mark.django_db
+
+
+def record(verdict: Verdict, seconds: float, source: str) -> None:
+    """Count ``verdict`` as the limiter's observer would."""
+    prometheus.observe(outcomes(verdict), seconds, source)
+
 
 ADDRESS = "198.51.100.9"
 WHO = ip_identity(ADDRESS)
@@ -217,8 +223,8 @@ def failed(name: str, *, fail_open: bool) -> Decision:
 def test_record_counts_each_decision_and_observes_the_seconds_once():
     verdict = Verdict((failed("prom-o", fail_open=True), failed("prom-c", fail_open=False)))
     with measured() as delta:
-        prometheus.record(verdict, 0.003, "fallback")
-        prometheus.record(verdict, 0.003, "fallback")
+        record(verdict, 0.003, "fallback")
+        record(verdict, 0.003, "fallback")
     assert delta.decisions == {("prom-o", "failed_open"): 2, ("prom-c", "failed_closed"): 2}
     assert delta.timed == {"fallback": 2}
     assert delta.seconds("fallback") == pytest.approx(0.006)
@@ -276,10 +282,10 @@ def test_the_metrics_url_is_not_suggested_as_an_endpoint():
 
 RECORD_IN_A_WORKER = """
 from ratelimits import prometheus
-from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.decision import Decision, Verdict, outcomes
 denied = Decision(policy="prom-mp", identity="ip:x", allowed=False, enforce=True, limit=1,
                   window=60, count=1.0, remaining=0, retry_after=1.0, reset=1.0)
-prometheus.record(Verdict((denied,)), 0.0004, "redis")
+prometheus.observe(outcomes(Verdict((denied,))), 0.0004, "redis")
 """
 
 
@@ -414,7 +420,7 @@ def test_record_counts_a_near_limit_decision_in_its_own_counter():
     labels = {"policy": "prom-rec"}
     before = REGISTRY.get_sample_value("ratelimits_near_limit_total", labels) or 0
     with measured() as delta:
-        prometheus.record(verdict, 0.0004, "redis")
+        record(verdict, 0.0004, "redis")
     assert delta.decisions == {("prom-rec", "allowed"): 1}  # no "near_limit" outcome
     assert REGISTRY.get_sample_value("ratelimits_near_limit_total", labels) == before + 1
 

@@ -12,7 +12,8 @@ Functions. The pieces behind it, each in a module of its own:
   server or a cluster), with its circuit breakers;
 - :mod:`~ratelimits.engine.calls` and :mod:`~ratelimits.engine.reply`: the call's
   arguments and its reply, as ``lua/decide.lua`` lays them out;
-- :mod:`~ratelimits.engine.give_back`: what a response gives back afterwards.
+- :mod:`~ratelimits.engine.give_back`: what a response gives back afterwards;
+- :mod:`~ratelimits.engine.queued`: a look queued on a tool's pipeline.
 
 When Redis cannot answer, or the circuit breaker is open, every policy answers with its
 fail mode instead. Nothing here knows about DRF, the admin or HTTP.
@@ -21,19 +22,14 @@ fail mode instead. Nothing here knows about DRF, the admin or HTTP.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import redis
-from redis.commands.core import Script
 
 from ratelimits.engine.attempt import Attempt
-from ratelimits.engine.calls import arguments, decide_call
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.give_back import give_back
 from ratelimits.engine.policy import Check
+from ratelimits.engine.queued import queue_peek
 from ratelimits.engine.receipt import Receipt
 from ratelimits.engine.steps import Steps, adrive, drive, plan
-from ratelimits.engine.store import caller, scripts
 from ratelimits.engine.store.connection import Client
 from ratelimits.engine.store.route import current, route_for
 from ratelimits.engine.verdicts import verdict_from
@@ -43,11 +39,9 @@ __all__ = [
     "Receipt",
     "adecide",
     "decide",
-    "decide_call",
     "evaluate",
     "give_back",
     "peek",
-    "queue_decide",
     "queue_peek",
     "verdict_from",
 ]
@@ -107,41 +101,3 @@ def evaluate(
     ``(now_us, verdict)``; Redis errors are raised."""
     steps = plan(route_for(client), checks, record=record, now=now, guarded=False)
     return verdict_from(checks, drive(steps))
-
-
-def queue_peek(checks: Sequence[Check], pipeline: redis.client.Pipeline) -> None:
-    """Queue a read-only decide call on ``pipeline`` (of one server: on a cluster, a node's
-    client from :func:`connection.node_client`); read its reply with :func:`verdict_from`.
-    An ``FCALL_RO`` of the peek function where the server lets it run (see
-    :func:`caller.peeks_by_function`), else the script."""
-    if not caller.peeks_by_function(pipeline):
-        _queue(checks, pipeline, record=False, now=None)
-        return
-    keys = [check.key for check in checks]
-    args = arguments(checks, False, None)
-    pipeline.execute_command("FCALL_RO", scripts.peek_function_name(), len(keys), *keys, *args)
-
-
-def queue_decide(
-    checks: Sequence[Check], pipeline: redis.client.Pipeline, *, now: float | None = None
-) -> None:
-    """Queue a recording decide call on ``pipeline`` (one server, all ``checks`` in one
-    slot), at ``now`` (seconds) or the Redis clock. Redis runs queued calls in order, so
-    replaying a timeline through one pipeline decides exactly as calling :func:`evaluate`
-    for each request would; read each reply with :func:`verdict_from`."""
-    _queue(checks, pipeline, record=True, now=now)
-
-
-_script: Script | None = None
-
-
-def _queue(
-    checks: Sequence[Check], pipeline: redis.client.Pipeline, *, record: bool, now: float | None
-) -> Any:
-    """Queue the decide script on ``pipeline``: redis-py's script object loads it when
-    the pipeline runs."""
-    global _script
-    if _script is None:
-        _script = pipeline.register_script(scripts.decide_source())
-    keys = [check.key for check in checks]
-    return _script(keys=keys, args=arguments(checks, record, now), client=pipeline)

@@ -19,6 +19,7 @@ import pytest
 
 from ratelimits.engine import keys, limiter
 from ratelimits.engine.decision import Decision
+from ratelimits.testing.replay import queue_decide
 from tests.helpers import policy
 
 pytestmark = pytest.mark.skipif(
@@ -100,7 +101,7 @@ def replay(
     ]
     pipe = redis_client.pipeline(transaction=False)
     for r, check in zip(requests, checks, strict=True):
-        limiter.queue_decide(check, pipe, now=r.now)
+        queue_decide(check, pipe, now=r.now)
     replies = pipe.execute()
     return [
         (limiter.verdict_from(check, reply)[1].decisions[0], tuple(reply[2:]))

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision
 from ratelimits.engine.store import connection
+from ratelimits.testing.replay import queue_decide
 from ratelimits.testutils import reset_state
 from tests.helpers import IDENTITY, hit, policy
 
@@ -83,14 +84,14 @@ def test_a_full_ring_at_limit_1000_is_under_17_kb(redis_client):
     # The key's node (on a cluster, pipelines of scripts go to one node).
     pipe = connection.node_client(redis_client, key).pipeline(transaction=False)
     for i in range(1000):
-        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5000 + i * 0.001)
+        queue_decide([limiter.Check(p, IDENTITY)], pipe, now=5000 + i * 0.001)
     assert all(reply[0] == 1 for reply in pipe.execute())
     assert not hit(p, 5001.5).allowed
     assert redis_client.strlen(key) == 16 + 16 * 1000  # grown by doubling, up to the limit
     assert redis_client.memory_usage(key, samples=0) <= 17 * 1024
     log = policy("sliding_log", limit=1000, window=3600)
     for i in range(1000):
-        limiter.queue_decide([limiter.Check(log, IDENTITY)], pipe, now=5000 + i * 0.001)
+        queue_decide([limiter.Check(log, IDENTITY)], pipe, now=5000 + i * 0.001)
     pipe.execute()
     # A sliding_log of as many entries is over 4 times larger (5.7 on Redis 7, 4.9 on
     # Valkey 9, 6.4 on Redis 6.2).

@@ -21,6 +21,7 @@ import pytest
 from ratelimits.engine import limiter
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.http import facts
+from ratelimits.testing.replay import queue_decide
 from tests.helpers import IDENTITY, create_policy, policy, ratelimits_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.urls")]
@@ -71,7 +72,7 @@ def admit(
     on a fixed clock, in one pipeline; each must be admitted."""
     pipe = redis_client.pipeline(transaction=False)
     for i in range(requests):
-        limiter.queue_decide([limiter.Check(p, IDENTITY)], pipe, now=start + i * step)
+        queue_decide([limiter.Check(p, IDENTITY)], pipe, now=start + i * step)
     assert all(reply[0] == 1 for reply in pipe.execute())
 
 
