@@ -16,6 +16,10 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 DEFAULTS: dict[str, Any] = {
+    # "enforce": each policy as its mode says; "shadow": every policy decided and counted,
+    # nothing denied (a denial is counted as a would-be one); "off": nothing decided, no
+    # Redis call, every request let through (ratelimits.engine.mode).
+    "MODE": "enforce",
     # Alias of the django-redis (or django-valkey) cache whose server holds the counters.
     "CACHE": "default",
     # Startup nodes ("redis://host:port") of a Redis Cluster to use instead of CACHE.

@@ -5,7 +5,8 @@
 local Redis Cluster, which a test can grow (:meth:`~RedisClusterServers.add_primary`,
 :meth:`~RedisClusterServers.move_slots`, :class:`SlotMigration`). :func:`reset_state`
 forgets every per-process cache of the app, so a test starts from the database and Redis
-alone.
+alone. :func:`limits_off` and :func:`limits_shadow` set ``RATELIMITS["MODE"]`` for a test
+(a context manager or a decorator).
 
 The code lives in :mod:`ratelimits.testing`, one module a job; this module is the name
 projects import.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from ratelimits.testing.binaries import find_redis_cli, find_redis_server, find_valkey_server
 from ratelimits.testing.cluster import RedisClusterServers
 from ratelimits.testing.membership import node_id
+from ratelimits.testing.modes import limits_off, limits_shadow
 from ratelimits.testing.ports import free_cluster_port, free_port
 from ratelimits.testing.processes import stop_process
 from ratelimits.testing.sentinel import RedisSentinel
@@ -33,6 +35,8 @@ __all__ = [
     "find_valkey_server",
     "free_cluster_port",
     "free_port",
+    "limits_off",
+    "limits_shadow",
     "node_id",
     "reset_state",
     "stop_process",

@@ -30,6 +30,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from ratelimits.conf import app_settings
+from ratelimits.engine import mode
 from ratelimits.exceptions import RedisUnavailable
 from ratelimits.http.usage import usage_of
 from ratelimits.throttling import PolicyThrottle
@@ -41,15 +42,20 @@ UNAVAILABLE = 503
 def usage_response(request: Any) -> JsonResponse:
     """``{"policies": [...]}`` for the client of ``request`` (a Django request, or DRF's
     or django-ninja's after their authentication); a 503 with ``{"detail": ...}`` when
-    Redis cannot answer, with ``Retry-After`` the circuit breaker's cooldown."""
+    Redis cannot answer, with ``Retry-After`` the circuit breaker's cooldown. Under a
+    ``RATELIMITS["MODE"]`` other than ``"enforce"`` the answer says it first:
+    ``{"mode": "off", "policies": []}`` (nothing read), ``{"mode": "shadow", ...}``."""
+    current = mode.current()
     try:
-        found = usage_of(request)
+        found = [] if current == mode.OFF else usage_of(request)
     except RedisUnavailable:
         detail = "Rate-limit usage is unavailable: its store did not answer. Try again later."
         response = JsonResponse({"detail": detail}, status=UNAVAILABLE)
         response["Retry-After"] = str(max(1, math.ceil(float(app_settings.BREAKER_COOLDOWN))))
     else:
-        response = JsonResponse({"policies": [usage.as_json() for usage in found]})
+        body: dict[str, Any] = {} if current == mode.ENFORCE else {"mode": current}
+        body["policies"] = [usage.as_json() for usage in found]
+        response = JsonResponse(body)
     patch_cache_control(response, private=True, no_store=True)
     return response
 

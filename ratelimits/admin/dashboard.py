@@ -3,7 +3,8 @@ over the last hour, with the allowed ones that took a client near its limit, as
 server-rendered SVG (no JavaScript, no CDN), and under each chart the clients nearest
 their limits now, each under the limit that applies to it (its override's, when one
 does). Above them, each primary of the counters' Redis: the keys it evicted, its
-``maxmemory`` and ``maxmemory-policy``, and a warning when it can evict the counters."""
+``maxmemory`` and ``maxmemory-policy``, and a warning when it can evict the counters. A
+``RATELIMITS["MODE"]`` other than ``"enforce"`` is said first."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from django.template.response import TemplateResponse
 from ratelimits.admin.chart import render_svg
 from ratelimits.admin.usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
-from ratelimits.engine import stats
+from ratelimits.engine import mode, stats
 from ratelimits.engine.decision import NEAR_LIMIT
 from ratelimits.engine.store import connection, errors, eviction
 from ratelimits.exceptions import ConfigurationError
@@ -91,6 +92,7 @@ class DashboardAdmin(admin.ModelAdmin):
             "memory": memory,
             "flush_interval": app_settings.METRICS_FLUSH_INTERVAL,
             "near_percent": _percent(app_settings.NEAR_LIMIT),
+            "mode": mode.current(),
             **(extra_context or {}),
         }
         return TemplateResponse(request, "admin/ratelimits/dashboard.html", context)

@@ -1,5 +1,5 @@
 """Checks of the ``RATELIMITS`` setting itself: its type, keys and values (E001,
-E002, W003), and ``THROTTLED_VIEW`` (E006)."""
+E002, W003), ``THROTTLED_VIEW`` (E006) and ``MODE`` (E007)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
 from ratelimits.conf import DEFAULTS, user_settings
-from ratelimits.engine import keys
+from ratelimits.engine import keys, mode
 from ratelimits.engine.store import connection
 from ratelimits.http.proxies import parse_network
 
@@ -119,6 +119,23 @@ def _cluster_node_problems(nodes: Any) -> list[str]:
         except ValueError as e:
             problems.append(f"CLUSTER_NODES: {e}")
     return problems
+
+
+@register(Tags.compatibility)
+def check_mode(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``MODE`` is one of :data:`ratelimits.engine.mode.MODES` (any other value enforces)."""
+    value = user_settings().get("MODE", mode.ENFORCE)
+    if isinstance(value, str) and value in mode.MODES:
+        return []
+    return [
+        Error(
+            f"RATELIMITS['MODE'] is {value!r}; it must be one of {', '.join(mode.MODES)}. "
+            "Every policy is enforced until it is.",
+            hint='"enforce" (the default), "shadow" (every policy counted, nothing denied) '
+            'or "off" (nothing decided, no Redis call): see docs/settings.md.',
+            id="ratelimits.E007",
+        )
+    ]
 
 
 @register()

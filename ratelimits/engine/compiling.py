@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ratelimits import validators
+from ratelimits.engine import mode as modes
 from ratelimits.engine import rules
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.periods import NOMINAL_WINDOW, zone
@@ -51,7 +52,8 @@ def build(
     which becomes the period's nominal length. ``lockout`` (seconds, 0: none) denies
     every request for that long after a denial; it needs one shard, an algorithm other
     than concurrency and a key other than ``global``. ``ipv6_prefix`` (0 to 128 bits;
-    ``None``: the ``IPV6_PREFIX`` setting) groups IPv6 clients."""
+    ``None``: the ``IPV6_PREFIX`` setting) groups IPv6 clients. While ``RATELIMITS["MODE"]``
+    is ``"shadow"`` every policy is compiled as a shadow one (:mod:`ratelimits.engine.mode`)."""
     refuse_arguments(
         algorithm=algorithm,
         burst=burst,
@@ -71,7 +73,7 @@ def build(
         time_zone = ""
     lockout = int(lockout)
     header = validators.header_name(key)
-    enforce = mode == "enforce"
+    enforce = mode == modes.ENFORCE and not modes.shadows_all()
     burst = None if burst is None else int(burst)
     return cls(
         name=name,

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from ratelimits.engine import mode
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.identity import username_identity
 from ratelimits.engine.limiter import adecide, decide
@@ -66,9 +67,10 @@ def attempted_username(credentials: Mapping[str, Any]) -> Any:
 
 def attempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
     """Spend a unit of each sign-in policy matching ``request`` for this attempt; the
-    verdict (denied: refuse the sign-in), or ``None`` when no sign-in policy applies."""
+    verdict (denied: refuse the sign-in), or ``None`` when no sign-in policy applies (or
+    ``RATELIMITS["MODE"]`` is ``"off"``)."""
     http = _django_request(request)
-    if http is None:
+    if http is None or mode.is_off():
         return None
     checks = _checks(http, get_table().match(**_where(http), sign_in=True), credentials)
     if not checks:
@@ -79,7 +81,7 @@ def attempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
 async def aattempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
     """:func:`attempt` from a coroutine, on the running loop (``aauthenticate()``)."""
     http = _django_request(request)
-    if http is None:
+    if http is None or mode.is_off():
         return None
     table = await aget_table()
     checks = _checks(http, table.match(**_where(http), sign_in=True), credentials)

@@ -2,5 +2,6 @@
 :mod:`.binaries` finds the server binaries, :mod:`.processes` runs a server process,
 :mod:`.server`, :mod:`.sentinel` and :mod:`.cluster` start one server, a Sentinel and a
 Cluster, :mod:`.slots` moves a cluster's slots, :mod:`.state` forgets the app's
-per-process caches. Users import them from :mod:`ratelimits.testutils`.
+per-process caches, :mod:`.modes` sets ``RATELIMITS["MODE"]`` for a test. Users import
+them from :mod:`ratelimits.testutils`.
 """

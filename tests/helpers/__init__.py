@@ -18,6 +18,7 @@ from tests.helpers.command import (
 from tests.helpers.deciding import (
     DECIDE_COMMANDS,
     IDENTITY,
+    commands_sent,
     decide_calls,
     decide_command,
     hit,
@@ -84,6 +85,7 @@ __all__ = [
     "assert_bounded",
     "caches_at",
     "cells",
+    "commands_sent",
     "create_policy",
     "decide_calls",
     "decide_command",

@@ -84,6 +84,17 @@ def decide_calls(redis_client: Any) -> int:
     return total
 
 
+def commands_sent(redis_client: Any) -> int:
+    """Commands that every primary has run, ``INFO`` (how this is read) left out: two
+    readings that differ mean someone sent the server a command in between."""
+    total = 0
+    for node in connection.node_clients(redis_client):
+        for name, row in node.info("commandstats").items():
+            if name != "cmdstat_info":
+                total += int(row.get("calls", 0))
+    return total
+
+
 def lock_out(policy: Policy | CompiledPolicy, who: str = IDENTITY) -> None:
     """Spend ``who``'s whole limit under ``policy``, then take the denial that starts its
     lockout (decided by the engine, on the Redis clock)."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.http import HttpResponse
 
+from ratelimits.engine import mode
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.policy import Check, CompiledPolicy
 from ratelimits.engine.table import PolicyTable
@@ -98,7 +99,10 @@ def plan(request: Any, ask: Ask) -> Plan:
     """The pipeline for ``request``: the policies it falls under that no face has decided
     yet, decided at once; then their decisions kept on the request, what the request
     holds handed to :mod:`ratelimits.http.afterwards`, the signals sent, and the 429 of a
-    face that answers."""
+    face that answers. With ``RATELIMITS["MODE"]`` ``"off"`` nothing is asked: no table,
+    no call."""
+    if mode.is_off():
+        return _NOTHING
     policies = ask.policies
     if policies is None:
         table: PolicyTable = yield TABLE
