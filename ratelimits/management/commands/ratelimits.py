@@ -1,7 +1,7 @@
 """``manage.py ratelimits``: see and fix what the limiter does, keep policies in files.
 
 Subcommands: ``policies``, ``keys``, ``inspect``, ``reset``, ``export``, ``import``,
-``check``. Run ``manage.py ratelimits <subcommand> --help`` for each one's options.
+``check``, ``adopt``. Run ``manage.py ratelimits <subcommand> --help`` for each one's options.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ratelimits.cli.adopt import run_adopt
 from ratelimits.cli.check import run_check
 from ratelimits.cli.inspect import run_inspect
 from ratelimits.cli.keys import run_keys
@@ -29,6 +30,7 @@ SUBCOMMANDS = {
     "export": run_export,
     "import": run_import,
     "check": run_check,
+    "adopt": run_adopt,
 }
 
 
@@ -43,7 +45,10 @@ def _positive_or_zero(text: str) -> int:
 
 
 class Command(BaseCommand):
-    help = "Inspect rate-limit policies and their keys in Redis; reset, export and import."
+    help = (
+        "Inspect rate-limit policies and their keys in Redis; reset, export and import; "
+        "adopt DRF's throttles."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
@@ -112,6 +117,28 @@ class Command(BaseCommand):
             "--header", metavar="NAME=VALUE", help="With this header, for header:<Name> policies."
         )
         self._json(check)
+
+        adopt = sub.add_parser(
+            "adopt", help="Write policies doing what the site's DRF throttles do now."
+        )
+        adopt.add_argument(
+            "--mode",
+            choices=("shadow", "enforce"),
+            default="shadow",
+            help="shadow (default): the policies count and log, and let requests pass; "
+            "enforce: they deny.",
+        )
+        adopt.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Print the plan and the same plan as a policy file; write no policy.",
+        )
+        adopt.add_argument(
+            "--output",
+            metavar="FILE",
+            help="Also write the plan as a policy file that `import` accepts ('-' for stdout).",
+        )
+        self._format(adopt)
 
     def handle(self, *args: Any, **options: Any) -> None:
         run = SUBCOMMANDS[options["subcommand"]]

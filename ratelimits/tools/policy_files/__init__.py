@@ -55,7 +55,7 @@ told).
 from ratelimits.tools.policy_files.apply import apply_import
 from ratelimits.tools.policy_files.document import parse_document
 from ratelimits.tools.policy_files.errors import PolicyFileError
-from ratelimits.tools.policy_files.export import dump_policies
+from ratelimits.tools.policy_files.export import dump_policies, dump_rows
 from ratelimits.tools.policy_files.formats import FORMATS, detect_format
 from ratelimits.tools.policy_files.planning import plan_import
 from ratelimits.tools.policy_files.plans import ImportPlan
@@ -69,6 +69,7 @@ __all__ = [
     "apply_import",
     "detect_format",
     "dump_policies",
+    "dump_rows",
     "override_row",
     "parse_document",
     "plan_import",

@@ -23,6 +23,12 @@ def _override_order(row: dict[str, Any]) -> tuple[int, str]:
     return kind, row[OVERRIDE_TARGETS[kind]]
 
 
+def dump_rows(rows: list[dict[str, Any]], fmt: str) -> str:
+    """The text of a policy file holding ``rows`` (policy-file rows, as an import reads
+    them) in ``fmt``."""
+    return dump_text({"version": VERSION, "policies": rows}, check_format(fmt))
+
+
 def dump_policies(policies: Iterable[Policy], fmt: str) -> str:
     """The text of a policy file holding ``policies`` (sorted by name) in ``fmt``, each
     with its overrides (read in one query, none when they are already prefetched)."""

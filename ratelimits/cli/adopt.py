@@ -1,0 +1,107 @@
+"""``adopt``: the site's DRF throttles (and django-ratelimit decorators) as policies,
+written like an import (validated, in one transaction, announced to every worker)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ratelimits.models import Policy
+from ratelimits.tools import adoption, policy_files
+
+#: Where the django-ratelimit face lives; adoption asks it for a spec's rows.
+DJANGO_RATELIMIT = "ratelimits.contrib.django_ratelimit"
+
+
+def django_ratelimit_rows(spec: Any) -> list[dict[str, Any]] | None:
+    """The policy-file rows of a view's django-ratelimit spec, from
+    ``ratelimits.contrib.django_ratelimit.policy_rows``; ``None`` when that package is not
+    there."""
+    try:
+        module = importlib.import_module(DJANGO_RATELIMIT)
+    except ImportError:
+        return None
+    rows = module.policy_rows(spec)
+    return [dict(row) for row in rows]
+
+
+def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
+    mode, dry_run, output = options["mode"], options["dry_run"], options["output"]
+    fmt = _format(output, options["format"])
+    found = adoption.plan_adoption(mode, spec_rows=django_ratelimit_rows)
+    try:
+        plan = policy_files.plan_import(found.rows)
+        document = policy_files.dump_rows(found.rows, fmt)
+    except policy_files.PolicyFileError as e:
+        raise CommandError(f"The adopted policies do not validate; nothing changed.\n{e}") from None
+    # With the file on stdout, the plan goes to stderr so that the file can be piped.
+    report = command.stderr if output == "-" else command.stdout
+    _report(report, found, plan, dry_run=dry_run)
+    if output is not None:
+        _write(command, output, document)
+    elif dry_run:
+        command.stdout.write(f"\nThe same plan as a policy file ({fmt}; `import` accepts it):")
+        command.stdout.write(document, ending="")
+    if dry_run:
+        report.write("Dry run: nothing changed.")
+    elif not plan.changes:
+        report.write("Nothing to change.")
+    else:
+        policy_files.apply_import(plan)
+        report.write(
+            f"Adopted: {len(plan.created)} created, {len(plan.updated)} updated, "
+            f"{len(plan.unchanged)} unchanged ({mode})."
+        )
+
+
+def _report(
+    write_to: Any, found: adoption.AdoptionPlan, plan: policy_files.ImportPlan, *, dry_run: bool
+) -> None:
+    """Each policy (what happens to it, its rate, what it replaces), then each throttle
+    left alone and why."""
+    would = "would be " if dry_run else ""
+    verbs: dict[str, str] = {p.name: f"{would}created" for p in plan.created}
+    verbs.update({p.name: f"{would}updated ({', '.join(f)})" for p, f in plan.updated})
+    verbs.update({p.name: "unchanged" for p in plan.unchanged})
+    if not found.adopted and not found.skipped:
+        write_to.write("No DRF throttles or django-ratelimit decorators found in the URLconf.")
+    for adopted in found.adopted:
+        row = adopted.row
+        write_to.write(f"{verbs[row['name']]}: {row['name']}: {_rate(row)}")
+        for replaced in adopted.replaces:
+            write_to.write(f"  replaces {replaced}")
+    for skipped in found.skipped:
+        write_to.write(f"skipped: {skipped.what}: {skipped.why}")
+        for label in skipped.views:
+            write_to.write(f"  on {label}")
+
+
+def _rate(row: dict[str, Any]) -> str:
+    """``sliding_log, 100 per 3600 s per user_or_ip, endpoint /api/*, shadow``."""
+    algorithm = row.get("algorithm") or Policy._meta.get_field("algorithm").get_default()
+    key = row.get("key") or Policy._meta.get_field("key").get_default()
+    return (
+        f"{algorithm}, {row.get('limit')} per {row.get('window')} s per {key}, "
+        f"endpoint {row.get('endpoint')}, {row.get('mode')}"
+    )
+
+
+def _write(command: BaseCommand, output: str, document: str) -> None:
+    if output == "-":
+        command.stdout.write(document, ending="")
+        return
+    try:
+        Path(output).write_text(document, encoding="utf-8")
+    except OSError as e:
+        raise CommandError(f"Cannot write {output}: {e.strerror or e}.") from None
+    command.stdout.write(f"Wrote the plan as a policy file to {output}.")
+
+
+def _format(path: str | None, explicit: str | None) -> str:
+    try:
+        return policy_files.detect_format(path, explicit)
+    except policy_files.PolicyFileError as e:
+        raise CommandError(str(e)) from None

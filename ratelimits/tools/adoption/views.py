@@ -1,0 +1,83 @@
+"""The URLconf's views as adoption sees them: each URL pattern with its DRF throttles and
+``throttle_scope`` (as DRF reads them: the view class's attributes, or what ``as_view()``
+or a router's ``@action`` gave it), and the django-ratelimit spec a view carries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.urls import get_resolver
+from rest_framework.views import APIView
+
+from ratelimits.http.gate import scope_of
+from ratelimits.tools.endpoints.urlconf import Route, initkwargs, view_class_of, walk
+
+#: The attribute ``ratelimits.contrib.django_ratelimit.ratelimit`` leaves on a view.
+SPEC_ATTRIBUTE = "django_ratelimit_spec"
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One URL pattern and what throttles it."""
+
+    route: Route
+    name: str | None
+    #: DRF's throttle classes on it (``None``: not a DRF view).
+    throttles: tuple[Any, ...] | None
+    #: The scope a policy can match it by: its ``throttle_scope``, or the decorator's.
+    scope: str | None
+    #: Its throttle classes are DRF's ``DEFAULT_THROTTLE_CLASSES``.
+    by_default: bool
+    #: It overrides ``get_throttles()``: its throttles are decided at run time.
+    decides_throttles: bool
+    #: The django-ratelimit spec it carries, if any.
+    spec: Any
+
+    @property
+    def label(self) -> str:
+        """``/api/items/ (api:item-list)``: how reports name the view."""
+        path = self.route.path or "(a path Django cannot reverse)"
+        return f"{path} ({self.name})" if self.name else path
+
+    @property
+    def is_drf(self) -> bool:
+        return self.throttles is not None
+
+
+def site_views(urlconf: str | None = None) -> list[View]:
+    """Every URL pattern of ``urlconf`` (``ROOT_URLCONF`` by default), in URLconf order."""
+    return list(_views(walk(get_resolver(urlconf))))
+
+
+def _views(entries: Iterable[Any]) -> Iterable[View]:
+    for entry in entries:
+        callback = entry.pattern.callback
+        view_class = view_class_of(callback)
+        given = initkwargs(callback)
+        spec = _spec_of(callback, view_class)
+        if isinstance(view_class, type) and issubclass(view_class, APIView):
+            classes = given.get("throttle_classes", view_class.throttle_classes)
+            scope = given.get("throttle_scope", getattr(view_class, "throttle_scope", None))
+            yield View(
+                route=entry.route,
+                name=entry.name,
+                throttles=tuple(classes),
+                scope=scope if isinstance(scope, str) and scope else None,
+                by_default=classes is APIView.throttle_classes,
+                decides_throttles=view_class.get_throttles is not APIView.get_throttles,
+                spec=spec,
+            )
+        else:
+            yield View(entry.route, entry.name, None, scope_of(callback), False, False, spec)
+
+
+def _spec_of(callback: Any, view_class: Any) -> Any:
+    """The django-ratelimit spec of a function view, or of a class-based view's class or
+    ``dispatch``."""
+    for holder in (callback, view_class, getattr(view_class, "dispatch", None)):
+        spec = getattr(holder, SPEC_ATTRIBUTE, None)
+        if spec is not None:
+            return spec
+    return None
