@@ -20,11 +20,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import connection, connections
 
-from ratelimits.database import policy_source
 from ratelimits.conf import app_settings
+from ratelimits.database import policy_source
 from ratelimits.engine import denials, limiter, table
 from ratelimits.engine.keys import version_key
 from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.table_cache import cache
 from ratelimits.models import Policy
 from tests.helpers import IDENTITY, make_policy, policy, wait_until
 
@@ -92,8 +93,8 @@ def another_worker_changed_a_policy(redis_client) -> None:
 def check_due(intervals: float = 1.0) -> None:
     """Date this worker's last check ``intervals`` intervals back (1: a check is due now;
     more than 2: the worker was idle)."""
-    with table._cache.lock:
-        table._cache.checked_at = time.monotonic() - intervals * INTERVAL
+    with cache.lock:
+        cache.checked_at = time.monotonic() - intervals * INTERVAL
 
 
 def builds_done() -> None:
@@ -245,12 +246,12 @@ def test_a_build_that_hangs_past_max_age_is_given_up(source, redis_client):
     check_due()
     table.get_table()
     assert source.entered.wait(10)
-    with table._cache.lock:
-        table._cache.building_since -= float(app_settings.POLICY_MAX_AGE)
+    with cache.lock:
+        cache.building_since -= float(app_settings.POLICY_MAX_AGE)
     source.names = ["c"]
     check_due()
     assert table.get_table() is old
-    wait_until(lambda: table._cache.table is not old, what="the new table swapped in")
+    wait_until(lambda: cache.table is not old, what="the new table swapped in")
     assert names(table.get_table()) == ["c"]
     hold.set()
     builds_done()

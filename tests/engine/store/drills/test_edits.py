@@ -17,7 +17,8 @@ from django.db import connection
 from django.test import Client
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys, table
+from ratelimits.engine import keys
+from ratelimits.engine.table_cache import cache
 from ratelimits.models import Policy
 from tests.engine.store.drills.traffic import (
     ITEMS,
@@ -53,7 +54,7 @@ def swapped_in(stamp: bytes) -> float:
     """Wait until this process serves the table built for ``stamp`` (checked, built in
     the background and swapped in: table and stamp are set together); when it was seen."""
     deadline = time.monotonic() + WAIT
-    while table._cache.version != stamp:
+    while cache.version != stamp:
         assert time.monotonic() < deadline, f"no table for the new stamp within {WAIT} s"
         time.sleep(0.005)
     return time.monotonic()
@@ -210,7 +211,7 @@ class CommitBeforeLine:
     def _line(self, frame: Any, event: str, arg: Any) -> Any:
         if event == "line":
             self.lines += 1
-            lock = self._policy_table._cache.lock
+            lock = cache.lock
             if self.lines == self.k and lock.acquire(blocking=False):
                 lock.release()
                 self.committed = True

@@ -1,0 +1,157 @@
+"""Building the policy table from its source: in the request's thread when there is no
+table fit to serve, otherwise in a background thread, one build at a time, paced
+(:mod:`ratelimits.engine.pacing`) and swapped into :data:`~.table_cache.cache` whole.
+
+The source (the database: :mod:`ratelimits.database.policy_source`) is plugged in by
+:func:`ratelimits.engine.table.set_source`, which calls :func:`use`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from ratelimits.engine.denials import clear as clear_denials
+from ratelimits.engine.matching import PolicyTable
+from ratelimits.engine.pacing import UNPACED, Pacer, paced_by
+from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.table_cache import cache
+from ratelimits.exceptions import ConfigurationError
+
+logger = logging.getLogger("ratelimits")
+
+#: What the table is loaded from: a callable returning the enabled policies, compiled.
+PolicySource = Callable[[], Iterable[CompiledPolicy]]
+
+
+def _no_source() -> Iterable[CompiledPolicy]:
+    raise ConfigurationError(
+        "ratelimits has no policy source: add 'ratelimits' to INSTALLED_APPS "
+        "(its AppConfig.ready() connects the database)."
+    )
+
+
+def nothing_to_release() -> None:
+    """The default ``release``: the source holds nothing per thread."""
+
+
+_source: PolicySource = _no_source
+_release_thread: Callable[[], None] = nothing_to_release
+_in_background = True
+
+
+def use(source: PolicySource, release: Callable[[], None], *, in_background: bool) -> None:
+    """Build from ``source`` from now on; ``release`` frees what it holds per thread, after
+    a background build; ``in_background=False`` keeps every build in the request's thread."""
+    global _source, _release_thread, _in_background
+    _source, _release_thread, _in_background = source, release, in_background
+
+
+def in_background() -> bool:
+    """Whether the source may be read by a background thread."""
+    return _in_background
+
+
+def load_table(pacer: Pacer = UNPACED) -> PolicyTable:
+    """A new table from the source (the enabled policies and their overrides), built
+    with the table held (whose globs' matchers it reuses)."""
+    return PolicyTable(_source(), previous=cache.table, pacer=pacer)
+
+
+def _load_or_warn(pacer: Pacer = UNPACED) -> PolicyTable | None:
+    """A new table, or ``None`` (logged) when the source fails."""
+    try:
+        return load_table(pacer)
+    except Exception as e:
+        logger.warning(
+            "ratelimits: could not rebuild the policy table (%s: %s); requests keep the "
+            "one in use, and the next check tries again.",
+            type(e).__name__,
+            e,
+        )
+        return None
+
+
+def build_here(version: bytes | None, now: float, held: PolicyTable | None = None) -> PolicyTable:
+    """Build the table in this thread, the lock held. With no ``held`` table a failure is
+    the request's (there is nothing to serve with); otherwise it is logged and ``held``
+    is served."""
+    build = cache.start_build()
+    if held is None:
+        table = load_table()
+    else:
+        rebuilt = _load_or_warn()
+        if rebuilt is None:
+            cache.checked_at = now
+            return held
+        table = rebuilt
+    cache.swap_in(build, table, version, now)
+    cache.checked_at = now  # after the swap: a request seeing it checked gets this table
+    clear_denials()  # a limit may have changed, or counters were reset
+    return table
+
+
+def rebuild_in_background(version: bytes | None, now: float) -> None:
+    """Build the table for ``version`` in the background, the lock held: now, or right
+    after the build under way (which may have read the source before the change)."""
+    if cache.build_under_way(now):
+        cache.rebuild = (version, now)
+    else:
+        start_background_build(version, now)
+
+
+def start_background_build(version: bytes | None, now: float) -> None:
+    """Start building the table for ``version`` in a daemon thread, the lock held."""
+    build = cache.start_build()
+    thread = threading.Thread(
+        target=_build_in_background,
+        args=(build, version, now),
+        name="ratelimits-policy-table",
+        daemon=True,
+    )
+    cache.building, cache.building_since = build, now
+    try:
+        thread.start()
+    except RuntimeError as e:  # no thread to be had: the next check tries again
+        cache.building = None
+        logger.warning("ratelimits: could not start rebuilding the policy table (%s).", e)
+
+
+def _build_in_background(build: int, version: bytes | None, checked_at: float) -> None:
+    """The background thread: build the table, paced (:mod:`ratelimits.engine.pacing`),
+    and swap it in; then the rebuild asked for meanwhile, if any. A failure keeps the
+    table in use; the next check tries again (the stamp still differs from the one held,
+    or the table is still too old)."""
+    try:
+        while True:
+            with paced_by(Pacer()) as pacer:
+                pacer.rest()  # the thread that started this one goes on first
+                table = _load_or_warn(pacer)
+            with cache.lock:
+                swapped = table is not None and cache.swap_in(build, table, version, checked_at)
+                after = _next_build(build)
+            if swapped:
+                clear_denials()  # a limit may have changed, or counters were reset
+            if after is None:
+                return
+            build, version, checked_at = after
+    finally:
+        with cache.lock:
+            if cache.building == build:
+                cache.building = None
+        _release_thread()
+
+
+def _next_build(done: int) -> tuple[int, bytes | None, float] | None:
+    """The lock held, build ``done`` over: the rebuild asked for meanwhile, numbered and
+    under way, or ``None`` (none was, or ``done`` was given up on or reset)."""
+    if cache.building != done:
+        return None
+    if cache.rebuild is None:
+        cache.building = None
+        return None
+    (version, checked_at), cache.rebuild = cache.rebuild, None
+    build = cache.start_build()
+    cache.building, cache.building_since = build, time.monotonic()
+    return build, version, checked_at
