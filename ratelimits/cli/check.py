@@ -11,7 +11,7 @@ from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
 from ratelimits.cli import output, records
-from ratelimits.engine import limiter, table
+from ratelimits.engine import limiter, mode, table
 from ratelimits.engine.identity import UNKNOWN_IP, meta_key
 from ratelimits.engine.overrides import Exemption
 from ratelimits.engine.policy import CompiledPolicy
@@ -34,6 +34,11 @@ COLUMNS = (
 OVERRIDE_COLUMNS = (*COLUMNS[:6], "override", *COLUMNS[6:])
 #: ``override`` of a client that ``EXEMPT_NETWORKS`` exempts from every policy.
 EXEMPT_NETWORKS = "EXEMPT_NETWORKS"
+#: The last line under a ``RATELIMITS["MODE"]`` other than ``"enforce"``.
+MODE_NOTES = {
+    mode.SHADOW: 'RATELIMITS["MODE"] is "shadow": every policy counts, none denies.',
+    mode.OFF: 'RATELIMITS["MODE"] is "off": no policy is decided; every request goes through.',
+}
 
 
 def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -109,6 +114,9 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
             f"The next request would be denied by {denied}; "
             f"retry in {output.seconds(verdict.retry_after)}."
         )
+    note = MODE_NOTES.get(mode.current())
+    if note is not None:
+        write(note)
 
 
 def _row(policy: CompiledPolicy, *cells: Any, rate: str | None = None) -> list[Any]:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.test import override_settings
 
 from ratelimits.engine import identity
 from tests.cli.traffic import SECRET, V4, all_keys, hit, peek, refused, row_of
-from tests.helpers import cells, run, run_json
+from tests.helpers import cells, ratelimits_settings, run, run_json
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("backend")]
 
@@ -184,3 +185,15 @@ def test_check_refusals(demo_site):
     assert refused(*base, "--header", "X-Api-Key=") == message
     assert refused(*base, "--header", "=abc") == message
     assert "--path" in refused("check", "--ip", "192.0.2.1")
+
+
+@pytest.mark.parametrize(
+    ("value", "note"),
+    [("off", '"off": no policy is decided'), ("shadow", '"shadow": every policy counts')],
+)
+def test_check_says_the_mode_when_it_is_not_enforce(demo_site, value, note):
+    ask = ("check", "--path", "/api/login/", "--method", "post", "--ip", "203.0.113.7")
+    assert "MODE" not in run(*ask)
+    with override_settings(RATELIMITS=ratelimits_settings(MODE=value)):
+        last = run(*ask).splitlines()[-1]
+    assert last.startswith('RATELIMITS["MODE"] is ') and note in last
