@@ -24,8 +24,10 @@ def django_ratelimit_rows(spec: Any) -> list[dict[str, Any]] | None:
         module = importlib.import_module(DJANGO_RATELIMIT)
     except ImportError:
         return None
-    rows = module.policy_rows(spec)
-    return [dict(row) for row in rows]
+    policy_rows = getattr(module, "policy_rows", None)
+    if policy_rows is None:
+        return None
+    return [dict(row) for row in policy_rows(spec)]
 
 
 def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -40,11 +42,6 @@ def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
     # With the file on stdout, the plan goes to stderr so that the file can be piped.
     report = command.stderr if output == "-" else command.stdout
     _report(report, found, plan, dry_run=dry_run)
-    if output is not None:
-        _write(command, output, document)
-    elif dry_run:
-        command.stdout.write(f"\nThe same plan as a policy file ({fmt}; `import` accepts it):")
-        command.stdout.write(document, ending="")
     if dry_run:
         report.write("Dry run: nothing changed.")
     elif not plan.changes:
@@ -55,6 +52,11 @@ def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
             f"Adopted: {len(plan.created)} created, {len(plan.updated)} updated, "
             f"{len(plan.unchanged)} unchanged ({mode})."
         )
+    if output is not None:
+        _write(command, output, document)
+    elif dry_run:
+        command.stdout.write(f"\nThe same plan as a policy file ({fmt}; `import` accepts it):")
+        command.stdout.write(document, ending="")
 
 
 def _report(

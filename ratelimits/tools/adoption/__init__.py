@@ -16,6 +16,14 @@ One module per job: :mod:`~.views` (the URLconf's views and their throttles),
 from ratelimits.tools.adoption.outcome import Adopted, AdoptionPlan, Skipped
 from ratelimits.tools.adoption.plan import plan_adoption
 from ratelimits.tools.adoption.specs import SpecRows
-from ratelimits.tools.adoption.views import SPEC_ATTRIBUTE
+from ratelimits.tools.adoption.views import SPEC_ATTRIBUTE, SPECS_ATTRIBUTE
 
-__all__ = ["SPEC_ATTRIBUTE", "Adopted", "AdoptionPlan", "Skipped", "SpecRows", "plan_adoption"]
+__all__ = [
+    "SPECS_ATTRIBUTE",
+    "SPEC_ATTRIBUTE",
+    "Adopted",
+    "AdoptionPlan",
+    "Skipped",
+    "SpecRows",
+    "plan_adoption",
+]

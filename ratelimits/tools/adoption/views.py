@@ -14,8 +14,10 @@ from rest_framework.views import APIView
 from ratelimits.http.gate import scope_of
 from ratelimits.tools.endpoints.urlconf import Route, initkwargs, view_class_of, walk
 
-#: The attribute ``ratelimits.contrib.django_ratelimit.ratelimit`` leaves on a view.
+#: The attributes ``ratelimits.contrib.django_ratelimit.ratelimit`` leaves on a view: the
+#: spec of its outermost decorator, and the specs of all those stacked on it.
 SPEC_ATTRIBUTE = "django_ratelimit_spec"
+SPECS_ATTRIBUTE = "django_ratelimit_specs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +34,8 @@ class View:
     by_default: bool
     #: It overrides ``get_throttles()``: its throttles are decided at run time.
     decides_throttles: bool
-    #: The django-ratelimit spec it carries, if any.
-    spec: Any
+    #: The django-ratelimit specs it carries (one per stacked decorator).
+    specs: tuple[Any, ...]
 
     @property
     def label(self) -> str:
@@ -56,7 +58,7 @@ def _views(entries: Iterable[Any]) -> Iterable[View]:
         callback = entry.pattern.callback
         view_class = view_class_of(callback)
         given = initkwargs(callback)
-        spec = _spec_of(callback, view_class)
+        specs = _specs_of(callback, view_class)
         if isinstance(view_class, type) and issubclass(view_class, APIView):
             classes = given.get("throttle_classes", view_class.throttle_classes)
             scope = given.get("throttle_scope", getattr(view_class, "throttle_scope", None))
@@ -67,17 +69,20 @@ def _views(entries: Iterable[Any]) -> Iterable[View]:
                 scope=scope if isinstance(scope, str) and scope else None,
                 by_default=classes is APIView.throttle_classes,
                 decides_throttles=view_class.get_throttles is not APIView.get_throttles,
-                spec=spec,
+                specs=specs,
             )
         else:
-            yield View(entry.route, entry.name, None, scope_of(callback), False, False, spec)
+            yield View(entry.route, entry.name, None, scope_of(callback), False, False, specs)
 
 
-def _spec_of(callback: Any, view_class: Any) -> Any:
-    """The django-ratelimit spec of a function view, or of a class-based view's class or
+def _specs_of(callback: Any, view_class: Any) -> tuple[Any, ...]:
+    """The django-ratelimit specs of a function view, or of a class-based view's class or
     ``dispatch``."""
     for holder in (callback, view_class, getattr(view_class, "dispatch", None)):
+        specs = getattr(holder, SPECS_ATTRIBUTE, None)
+        if isinstance(specs, tuple) and specs:
+            return specs
         spec = getattr(holder, SPEC_ATTRIBUTE, None)
         if spec is not None:
-            return spec
-    return None
+            return (spec,)
+    return ()
