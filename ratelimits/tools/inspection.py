@@ -15,6 +15,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import redis
 
@@ -26,6 +27,7 @@ from ratelimits.engine.store.connection import Client
 from ratelimits.tools.applied import Applied
 from ratelimits.tools.inventory import lock_to_read, policy_check
 from ratelimits.tools.leases import Lease, parse
+from ratelimits.tools.snapshots import read_together
 from ratelimits.tools.timing import Lockout, NextReset, lockout_from, next_reset, period_of
 
 
@@ -90,31 +92,32 @@ def inspect(
     under each ``SECRET_KEY_FALLBACKS`` key, when known (an override hashed before a key
     rotation then applies, as on the request path)."""
     check, rule, note = policy_check(name, policies, previous)
-    # The transaction runs on the key's server (on a cluster, the node holding its slot).
-    pipe = connection.node_client(client, name.key).pipeline(transaction=True)
-    pipe.time()
-    pipe.exists(name.key)
-    pipe.pttl(name.key)
-    pipe.type(name.key)
     stored = None if name.lock else algorithms.get(name.algorithm).state
-    if stored in ("log", "leases"):
-        pipe.zrange(name.key, 0, -1, withscores=True)
-    elif stored in ("ring", "tat") or name.lock:
-        pipe.get(name.key)
-    else:
-        pipe.hgetall(name.key)
     lock = None if name.lock else lock_to_read(name, policies)
-    if lock is not None:
-        pipe.get(lock)
-    if check is not None:
-        limiter.queue_peek([check], pipe)
-    # A foreign value at the key (WRONGTYPE) comes back as an error reply, not an exception:
-    # the other replies still describe the key.
-    now, exists, pttl, stored_type, state, *rest = pipe.execute(raise_on_error=False)
+
+    def queue(pipe: Any) -> None:
+        pipe.time()
+        pipe.exists(name.key)
+        pipe.pttl(name.key)
+        pipe.type(name.key)
+        if stored in ("log", "leases"):
+            pipe.zrange(name.key, 0, -1, withscores=True)
+        elif stored in ("ring", "tat") or name.lock:
+            pipe.get(name.key)
+        else:
+            pipe.hgetall(name.key)
+        if lock is not None:
+            pipe.get(lock)
+        if check is not None:
+            limiter.queue_peek([check], pipe)
+
+    # One moment on the key's server (on a cluster, the node holding its slot).
+    node = connection.node_client(client, name.key)
+    now, exists, pttl, stored_type, state, *rest = read_together(node, queue)
     for reply in (now, exists, pttl, stored_type):
         if isinstance(reply, Exception):
             raise reply
-    memory = memory_of(connection.node_client(client, name.key), name.key)
+    memory = memory_of(node, name.key)
     held = rest.pop(0) if lock is not None else (state if name.lock else None)
     foreign = _foreign_type([state, *rest], stored_type.decode(), name.algorithm or "a lockout")
     decision = None

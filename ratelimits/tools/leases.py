@@ -11,12 +11,15 @@ admission prunes it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ratelimits.engine import algorithms, keys
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.inventory import by_node
+from ratelimits.tools.snapshots import read_together
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,17 +70,20 @@ def parse(members: Iterable[tuple[bytes | str, float]]) -> list[Lease]:
 
 def read(client: Client, names: Sequence[keys.KeyName]) -> dict[str, Held]:
     """The leases of each concurrency key of ``names`` (the others are left out), by key:
-    one transaction per server, with its ``TIME``; nothing is written."""
+    one moment per server (:func:`read_together`), with its ``TIME``; nothing is
+    written."""
     found: dict[str, Held] = {}
     wanted = [name for name in names if algorithms.released(name.algorithm)]
     for node, group in by_node(client, wanted, key=lambda name: name.key).items():
-        pipe = node.pipeline(transaction=True)
-        pipe.time()
-        for name in group:
-            pipe.zrange(name.key, 0, -1, withscores=True)
-        (seconds, micros), *replies = pipe.execute(raise_on_error=False)
+        (seconds, micros), *replies = read_together(node, functools.partial(_queue, group))
         now_us = int(seconds) * 1_000_000 + int(micros)
         for name, members in zip(group, replies, strict=True):
             if not isinstance(members, Exception):  # a foreign value under the name
                 found[name.key] = Held(now_us, tuple(parse(members)))
     return found
+
+
+def _queue(group: Sequence[keys.KeyName], pipe: Any) -> None:
+    pipe.time()
+    for name in group:
+        pipe.zrange(name.key, 0, -1, withscores=True)

@@ -68,8 +68,8 @@ def assert_listed(client: Any, used: int) -> None:
 
 
 def assert_the_tools_read(client: Any, used: int) -> None:
-    """The listing, and ``inspect``, which peeks in a transaction (``MULTI``: refused
-    by a full server whatever it holds)."""
+    """The listing, and ``inspect``, which reads in a transaction where the server takes
+    one (a full one refuses ``MULTI`` whatever it holds: then back to back)."""
     assert_listed(client, used)
     detail = inspection.inspect(client, key_name(), {ITEMS.name: ITEMS})
     assert detail.decision is not None
@@ -88,7 +88,7 @@ def test_a_peek_answers_on_a_full_server(server):
     assert_counts(limiter.decide(CHECKS, record=False).decisions[0], 2)  # the usage endpoint
     looked = asyncio.run(limiter.adecide(CHECKS, record=False))
     assert_counts(looked.decisions[0], 2)
-    assert_listed(client, 2)
+    assert_the_tools_read(client, 2)
     admin.function_flush()  # the library gone, and no room to load it again
     assert_counts(peeked(client), 2)
 
