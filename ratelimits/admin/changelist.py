@@ -12,11 +12,11 @@ from django.http import HttpRequest
 from django.templatetags.static import static
 from django.utils.html import format_html
 
-from ratelimits.engine.stats import denied_since
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
 from ratelimits.tools.endpoints import EndpointIndex
+from ratelimits.tools.stats_reading import denied_since
 
 DENIED_WINDOW_MINUTES = 5
 

@@ -1,4 +1,4 @@
-"""Inline SVG charts of :func:`ratelimits.engine.stats.series`, for the admin dashboard.
+"""Inline SVG charts of :func:`ratelimits.tools.stats_reading.series`, for the admin dashboard.
 
 Pure functions, no I/O, no JavaScript, nothing fetched: the SVG goes straight into the
 page. :func:`render_svg` draws one policy (a line per outcome, one point per minute);
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from ratelimits.engine.stats import Series
+from ratelimits.tools.stats_reading import Series
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,12 @@ from django.template.response import TemplateResponse
 from ratelimits.admin.chart import render_svg
 from ratelimits.admin.usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
-from ratelimits.engine import mode, stats
+from ratelimits.engine import mode
 from ratelimits.engine.decision import NEAR_LIMIT
 from ratelimits.engine.store import connection, errors, eviction
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Dashboard, Policy
+from ratelimits.tools import stats_reading
 
 MINUTES = 60
 
@@ -65,7 +66,7 @@ class DashboardAdmin(admin.ModelAdmin):
         error = ""
         memory: list[eviction.Memory] = []
         try:
-            series = stats.series(names, minutes=MINUTES)
+            series = stats_reading.series(names, minutes=MINUTES)
         except (*connection.REDIS_ERRORS, ConfigurationError) as e:
             error = f"Redis {errors.what_went_wrong(e)}: {e}"
         else:
@@ -76,7 +77,9 @@ class DashboardAdmin(admin.ModelAdmin):
                     {
                         "policy": name,
                         "svg": render_svg(series, name),
-                        "totals": {what: series.total(name, what) for what in stats.OUTCOMES},
+                        "totals": {
+                            what: series.total(name, what) for what in stats_reading.OUTCOMES
+                        },
                         "near_limit": series.total(name, NEAR_LIMIT),
                         "clients": clients.by_policy.get(name, []),
                     }

@@ -1,7 +1,7 @@
 """Requests per policy per minute, kept in Redis for the admin's dashboard.
 
-The request path only counts in memory: :func:`record` takes a lock and adds to a dict,
-no I/O. A daemon thread per process (started by the first :func:`record`, and again in
+The request path only counts in memory: :func:`count` takes a lock and adds to a dict,
+no I/O. A daemon thread per process (started by the first :func:`count`, and again in
 a forked child) sends the counts every ``METRICS_FLUSH_INTERVAL`` seconds in one
 pipelined round trip::
 
@@ -9,7 +9,7 @@ pipelined round trip::
     EXPIRE  <prefix>:stats:<minute> 7200                      (for each minute touched)
 
 where ``minute`` is ``int(time.time() // 60)`` on the app server when the request was
-decided. :func:`series` and :func:`denied_since` read the hashes back for the admin.
+decided. :mod:`ratelimits.tools.stats_reading` reads the hashes back for the admin.
 
 Outcomes (:func:`ratelimits.engine.decision.outcome`; also the Prometheus counters'
 ``outcome`` label), per decision (a request under three
@@ -24,8 +24,7 @@ policies counts once in each):
 
 Besides its outcome, an admitted request counts ``near_limit`` under each policy whose
 count it took to ``NEAR_LIMIT`` of the client's limit (:mod:`ratelimits.engine.near_limit`;
-field ``<policy>:near_limit``). The dashboard shows it beside the outcomes; a policy's row
-in :class:`Series` has it only when it was counted.
+field ``<policy>:near_limit``). The dashboard shows it beside the outcomes.
 
 Failures get their own outcomes rather than being folded into allowed / denied, so the
 chart does not show an outage as ordinary traffic. They are kept in the buffer while
@@ -51,13 +50,9 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
-
-import redis
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.decision import ALL_OUTCOMES, NEAR_LIMIT, Outcomes, Verdict, outcomes
+from ratelimits.engine.decision import Outcomes
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection, errors
 from ratelimits.engine.store import route as routes
@@ -65,10 +60,6 @@ from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
 
-#: The outcomes the dashboard charts, in this order.
-OUTCOMES = ("allowed", "denied", "shadow_denied")
-#: What a minute's hash may count for a policy: every outcome, and near-limit crossings.
-COUNTED = (*ALL_OUTCOMES, NEAR_LIMIT)
 #: Seconds a minute's hash lives in Redis after its last write.
 KEY_TTL = 2 * 3600
 #: Unsent counts older than this many minutes (before the current one) are dropped.
@@ -90,14 +81,9 @@ def stats_key(minute: int, prefix: str | None = None) -> str:
     return f"{app_settings.KEY_PREFIX if prefix is None else prefix}:stats:{minute}"
 
 
-def record(verdict: Verdict, *, now: float | None = None) -> None:
-    """Count one request's decisions in this process's buffer. No I/O: cheap enough for
-    every request. ``now`` (seconds since the epoch) is for tests."""
-    count(outcomes(verdict), now=now)
-
-
 def count(counted: Outcomes, *, now: float | None = None) -> None:
-    """Count one request's ``(policy, outcome)`` pairs, as :func:`record` does."""
+    """Count one request's ``(policy, outcome)`` pairs in this process's buffer. No I/O:
+    cheap enough for every request. ``now`` (seconds since the epoch) is for tests."""
     if not counted:
         return
     if _pid is None:  # first use in this process (the fork hook clears it in a child)
@@ -287,111 +273,3 @@ def reset() -> None:
         _generation += 1
     if flusher is not None:
         flusher.stop()
-
-
-# Reading, for the admin -----------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Series:
-    """Counts per policy per minute.
-
-    ``minutes`` are minute numbers (``epoch seconds // 60``), oldest first; the last is
-    the current minute. ``counts[policy][outcome]`` has one count per minute, aligned
-    with ``minutes``. Every policy has at least the :data:`OUTCOMES`, zeros included.
-    """
-
-    minutes: list[int]
-    counts: dict[str, dict[str, list[int]]]
-
-    @property
-    def timestamps(self) -> list[int]:
-        """The start of each minute, in seconds since the epoch."""
-        return [minute * 60 for minute in self.minutes]
-
-    @property
-    def policies(self) -> list[str]:
-        return sorted(self.counts)
-
-    def of(self, policy: str) -> dict[str, list[int]]:
-        """``policy``'s counts; zeros when it had no traffic."""
-        found = self.counts.get(policy)
-        return found if found is not None else _zeros(len(self.minutes))
-
-    def total(self, policy: str, outcome: str) -> int:
-        return sum(self.of(policy).get(outcome, ()))
-
-
-def _zeros(n: int) -> dict[str, list[int]]:
-    return {what: [0] * n for what in OUTCOMES}
-
-
-def series(
-    policies: Iterable[str] | None = None,
-    minutes: int = 60,
-    client: redis.Redis | None = None,
-    *,
-    now: float | None = None,
-) -> Series:
-    """The last ``minutes`` minutes (the current one included) from Redis, in one
-    pipelined round trip of ``HGETALL``. ``policies=None`` gives every policy found;
-    given names are all present, with zeros when they had no traffic. Uses the tools'
-    client (5 s timeout) unless ``client`` is given; Redis errors are raised."""
-    if minutes < 1:
-        raise ValueError("minutes must be at least 1")
-    client = connection.get_tool_client() if client is None else client
-    current = int((time.time() if now is None else now) // 60)
-    span = list(range(current - minutes + 1, current + 1))
-    prefix = app_settings.KEY_PREFIX
-    pipe = client.pipeline(transaction=False)
-    for minute in span:
-        pipe.hgetall(stats_key(minute, prefix))
-    replies = pipe.execute()
-    wanted = None if policies is None else set(policies)
-    counts: dict[str, dict[str, list[int]]] = {}
-    if wanted is not None:
-        counts = {name: _zeros(minutes) for name in sorted(wanted)}
-    for index, reply in enumerate(replies):
-        for raw_field, raw_value in reply.items():
-            parsed = _parse(raw_field, raw_value)
-            if parsed is None:
-                continue
-            policy, what, n = parsed
-            if wanted is not None and policy not in wanted:
-                continue
-            row = counts.get(policy)
-            if row is None:
-                row = counts[policy] = _zeros(minutes)
-            row.setdefault(what, [0] * minutes)[index] += n
-    return Series(minutes=span, counts=dict(sorted(counts.items())))
-
-
-def _parse(field: bytes | str, value: bytes | str) -> tuple[str, str, int] | None:
-    try:
-        text = field.decode() if isinstance(field, bytes) else field
-        n = int(value)
-    except (UnicodeDecodeError, ValueError):
-        return None
-    policy, _, what = text.rpartition(":")
-    if not policy or what not in COUNTED:
-        return None
-    return policy, what, n
-
-
-def denied_since(
-    minutes: int = 5,
-    client: redis.Redis | None = None,
-    *,
-    outcomes: Iterable[str] = ("denied",),
-    now: float | None = None,
-) -> dict[str, int]:
-    """``{policy: requests denied}`` over the last ``minutes`` minutes, the current one
-    included (so up to ``minutes`` minutes plus the seconds of the current one). Policies
-    with no traffic in that time are absent. ``outcomes=("denied", "failed_closed")`` also
-    counts the denials of fail-closed policies while Redis was unavailable."""
-    wanted = tuple(outcomes)
-    read = series(minutes=minutes, client=client, now=now)
-    return {
-        policy: sum(sum(row.get(what, ())) for what in wanted)
-        for policy, row in read.counts.items()
-    }

@@ -16,6 +16,7 @@ from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.models import PolicyOverride
 from ratelimits.signals import request_near_limit
+from ratelimits.tools import stats_reading
 from tests.helpers import IDENTITY, create_policy, policy
 
 RATE_ALGORITHMS = ["sliding_log", "compact_log", "sliding_counter", "fixed_window", "token_bucket"]
@@ -165,7 +166,7 @@ def test_the_crossing_is_counted_for_the_dashboard(redis_client):
     for _ in range(11):  # on the Redis clock: the 11th is denied by the worker's memory
         limiter.decide([limiter.Check(p, IDENTITY)])
     assert stats.flush() is True
-    read = stats.series(["dash"], minutes=2)
+    read = stats_reading.series(["dash"], minutes=2)
     assert read.total("dash", "near_limit") == 1
     assert (read.total("dash", "allowed"), read.total("dash", "denied")) == (10, 1)
     fields = {}

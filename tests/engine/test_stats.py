@@ -19,12 +19,13 @@ from django.test import override_settings
 from ratelimits.admin.chart import render_all, render_svg
 from ratelimits.engine import stats
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.stats import Series
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.breaker import breaker
 from ratelimits.models import Policy
 from ratelimits.testutils import free_port
-from tests.helpers import caches_at, ratelimits_settings
+from ratelimits.tools import stats_reading
+from ratelimits.tools.stats_reading import Series
+from tests.helpers import caches_at, count_verdict, ratelimits_settings
 
 SVG = "{http://www.w3.org/2000/svg}"
 #: Seconds a test waits for the background flusher before it fails: far beyond what even a
@@ -85,8 +86,8 @@ def test_record_does_no_redis_io(redis_client):
     bench's to measure, not a test's on whatever machine runs it)."""
     before = command_calls(redis_client)
     for _ in range(5000):
-        stats.record(ALLOWED)
-        stats.record(SHADOW)
+        count_verdict(ALLOWED)
+        count_verdict(SHADOW)
     assert command_calls(redis_client) == before
     assert redis_client.keys("rl:stats:*") == []
     (m,) = {minute for minute, _, _ in stats.pending()}
@@ -99,7 +100,7 @@ def test_record_does_no_redis_io(redis_client):
 def test_outcomes_are_classified_like_stats(redis_client):
     now = time.time()
     for verdict in (ALLOWED, DENIED, SHADOW, MIXED, FAILED):
-        stats.record(verdict, now=now)
+        count_verdict(verdict, now=now)
     m = minute_of(now)
     assert stats.pending() == {
         (m, "a", "allowed"): 2,
@@ -119,10 +120,10 @@ def test_flush_writes_exact_counts_to_minute_keys_with_a_ttl(redis_client):
     now = time.time()
     earlier = now - 120
     for _ in range(3):
-        stats.record(ALLOWED, now=now)
-    stats.record(DENIED, now=now)
-    stats.record(SHADOW, now=earlier)
-    stats.record(FAILED, now=earlier)
+        count_verdict(ALLOWED, now=now)
+    count_verdict(DENIED, now=now)
+    count_verdict(SHADOW, now=earlier)
+    count_verdict(FAILED, now=earlier)
     assert stats.flush() is True
     assert stats.pending() == {}
     assert stored(redis_client, minute_of(now)) == {"a:allowed": 3, "a:denied": 1}
@@ -142,8 +143,8 @@ def test_flush_writes_exact_counts_to_minute_keys_with_a_ttl(redis_client):
 def test_flush_is_one_round_trip_and_nothing_when_empty(redis_client):
     assert stats.flush() is True  # nothing buffered: no command at all
     now = time.time()
-    stats.record(ALLOWED, now=now)
-    stats.record(DENIED, now=now - 60)
+    count_verdict(ALLOWED, now=now)
+    count_verdict(DENIED, now=now - 60)
     connection.get_client().ping()  # connected before counting commands
     before = command_calls(redis_client)
     stats.flush()
@@ -154,10 +155,10 @@ def test_flush_is_one_round_trip_and_nothing_when_empty(redis_client):
 
 def test_two_flushes_add_up(redis_client):
     now = time.time()
-    stats.record(ALLOWED, now=now)
+    count_verdict(ALLOWED, now=now)
     stats.flush()
-    stats.record(ALLOWED, now=now)
-    stats.record(DENIED, now=now)
+    count_verdict(ALLOWED, now=now)
+    count_verdict(DENIED, now=now)
     stats.flush()
     assert stored(redis_client, minute_of(now)) == {"a:allowed": 2, "a:denied": 1}
 
@@ -165,23 +166,23 @@ def test_two_flushes_add_up(redis_client):
 def test_flushes_use_the_key_prefix(redis_client):
     now = time.time()
     with override_settings(RATELIMITS={**settings.RATELIMITS, "KEY_PREFIX": "app2"}):
-        stats.record(DENIED, now=now)
+        count_verdict(DENIED, now=now)
         stats.flush()
-        assert stats.denied_since(1, now=now) == {"a": 1}
+        assert stats_reading.denied_since(1, now=now) == {"a": 1}
     assert redis_client.hgetall(f"app2:stats:{minute_of(now)}") == {b"a:denied": b"1"}
-    assert stats.denied_since(1, now=now) == {}
+    assert stats_reading.denied_since(1, now=now) == {}
 
 
 def test_a_redis_outage_keeps_the_counts_and_delivers_them_once(redis_client):
     now = time.time()
-    stats.record(ALLOWED, now=now)
+    count_verdict(ALLOWED, now=now)
     with dead_redis(BREAKER_COOLDOWN=0.05):
         assert stats.flush() is False
-        stats.record(DENIED, now=now)
+        count_verdict(DENIED, now=now)
         assert stats.flush() is False
         assert stats.flush() is False  # the third failure opens the breaker
         assert breaker.is_open
-        stats.record(ALLOWED, now=now)
+        count_verdict(ALLOWED, now=now)
         assert stats.flush() is False  # the breaker is open: not even tried
     m = minute_of(now)
     assert stats.pending() == {(m, "a", "allowed"): 2, (m, "a", "denied"): 1}
@@ -196,10 +197,10 @@ def test_a_redis_outage_keeps_the_counts_and_delivers_them_once(redis_client):
 
 def test_the_buffer_drops_minutes_older_than_an_hour(redis_client, caplog):
     now = time.time()
-    stats.record(ALLOWED, now=now - 61 * 60)
-    stats.record(ALLOWED, now=now - 61 * 60)
-    stats.record(DENIED, now=now - 59 * 60)
-    stats.record(ALLOWED, now=now)
+    count_verdict(ALLOWED, now=now - 61 * 60)
+    count_verdict(ALLOWED, now=now - 61 * 60)
+    count_verdict(DENIED, now=now - 59 * 60)
+    count_verdict(ALLOWED, now=now)
     with dead_redis(), caplog.at_level(logging.WARNING, logger="ratelimits"):
         assert stats.flush(now=now) is False
         assert {minute for minute, _, _ in stats.pending()} == {
@@ -215,8 +216,8 @@ def test_the_buffer_drops_minutes_older_than_an_hour(redis_client, caplog):
 def test_a_foreign_value_at_a_stats_key_drops_only_its_counts(redis_client, caplog):
     now = time.time()
     redis_client.set(f"rl:stats:{minute_of(now - 60)}", "not a hash")
-    stats.record(ALLOWED, now=now - 60)
-    stats.record(ALLOWED, now=now)
+    count_verdict(ALLOWED, now=now - 60)
+    count_verdict(ALLOWED, now=now)
     with caplog.at_level(logging.ERROR, logger="ratelimits"):
         assert stats.flush() is True
     assert any("could not count a allowed" in m for m in caplog.messages)
@@ -247,14 +248,14 @@ def test_the_background_thread_flushes_by_itself(redis_client, monkeypatch):
     assert flushers() == []
     now = time.time()
     started = time.monotonic()
-    stats.record(DENIED, now=now)
+    count_verdict(DENIED, now=now)
     assert len(flushers()) == 1
     while not redis_client.exists(f"rl:stats:{minute_of(now)}"):
         assert time.monotonic() - started < WAIT, f"no flush within {WAIT} s"
         time.sleep(0.01)
     assert waits and set(waits) == {0.05}, waits
     assert stored(redis_client, minute_of(now)) == {"a:denied": 1}
-    stats.record(DENIED, now=now)
+    count_verdict(DENIED, now=now)
     assert len(flushers()) == 1  # one thread per process
     stats.reset()
     assert flushers() == []
@@ -264,13 +265,13 @@ def test_the_background_thread_flushes_by_itself(redis_client, monkeypatch):
 @override_settings(RATELIMITS={"METRICS_FLUSH_INTERVAL": 3600})
 def test_a_forked_child_starts_empty_with_its_own_flusher(redis_client):
     now = time.time()
-    stats.record(ALLOWED, now=now)  # the parent's, still unsent at the fork
+    count_verdict(ALLOWED, now=now)  # the parent's, still unsent at the fork
     pid = os.fork()
     if pid == 0:  # the child: report through the exit status, never return into pytest
         code = 1
         try:
             empty = stats.pending() == {}
-            stats.record(DENIED, now=now)
+            count_verdict(DENIED, now=now)
             has_flusher = len(flushers()) == 1
             code = 0 if empty and has_flusher and stats.flush() else 2
         finally:
@@ -289,16 +290,16 @@ def test_series_and_denied_since_read_back_exact_numbers(redis_client):
     now = time.time()
     m = minute_of(now)
     for _ in range(4):
-        stats.record(ALLOWED, now=now)
-    stats.record(DENIED, now=now)
-    stats.record(DENIED, now=now - 60)
-    stats.record(SHADOW, now=now - 3 * 60)
-    stats.record(DENIED, now=now - 10 * 60)  # outside 5 minutes
-    stats.record(FAILED, now=now - 60)
+        count_verdict(ALLOWED, now=now)
+    count_verdict(DENIED, now=now)
+    count_verdict(DENIED, now=now - 60)
+    count_verdict(SHADOW, now=now - 3 * 60)
+    count_verdict(DENIED, now=now - 10 * 60)  # outside 5 minutes
+    count_verdict(FAILED, now=now - 60)
     stats.flush()
     redis_client.hset(f"rl:stats:{m}", mapping={"junk": 1, "a:bogus": 2, "a:denied2": "x"})
 
-    read = stats.series(minutes=5, now=now)
+    read = stats_reading.series(minutes=5, now=now)
     assert read.minutes == [m - 4, m - 3, m - 2, m - 1, m]
     assert read.timestamps == [minute * 60 for minute in read.minutes]
     assert read.policies == ["a", "o", "s", "x"]
@@ -315,31 +316,31 @@ def test_series_and_denied_since_read_back_exact_numbers(redis_client):
     assert read.counts["x"]["failed_closed"] == [0, 0, 0, 1, 0]
     assert read.total("a", "allowed") == 5
 
-    only = stats.series(["a", "quiet"], minutes=60, now=now)
+    only = stats_reading.series(["a", "quiet"], minutes=60, now=now)
     assert list(only.counts) == ["a", "quiet"]
     assert len(only.minutes) == 60 and only.minutes[-1] == m
-    assert only.counts["quiet"] == {o: [0] * 60 for o in stats.OUTCOMES}
+    assert only.counts["quiet"] == {o: [0] * 60 for o in stats_reading.OUTCOMES}
     assert only.counts["a"]["denied"][-11:] == [1] + [0] * 8 + [1, 1]
-    assert only.of("missing") == {o: [0] * 60 for o in stats.OUTCOMES}
+    assert only.of("missing") == {o: [0] * 60 for o in stats_reading.OUTCOMES}
 
-    assert stats.denied_since(5, now=now) == {"a": 2, "o": 0, "s": 0, "x": 0}
-    assert stats.denied_since(1, now=now) == {"a": 1}
-    assert stats.denied_since(15, now=now)["a"] == 3
-    with_failures = stats.denied_since(5, now=now, outcomes=("denied", "failed_closed"))
+    assert stats_reading.denied_since(5, now=now) == {"a": 2, "o": 0, "s": 0, "x": 0}
+    assert stats_reading.denied_since(1, now=now) == {"a": 1}
+    assert stats_reading.denied_since(15, now=now)["a"] == 3
+    with_failures = stats_reading.denied_since(5, now=now, outcomes=("denied", "failed_closed"))
     assert with_failures == {"a": 2, "o": 0, "s": 0, "x": 1}
 
 
 def test_series_is_one_hgetall_per_minute(redis_client):
     before = command_calls(redis_client).get("cmdstat_hgetall", 0)
-    assert stats.series().counts == {}
+    assert stats_reading.series().counts == {}
     assert command_calls(redis_client)["cmdstat_hgetall"] - before == 60
     with pytest.raises(ValueError):
-        stats.series(minutes=0)
+        stats_reading.series(minutes=0)
 
 
 def test_series_raises_when_redis_is_down(redis_client):
     with dead_redis(), pytest.raises(redis.ConnectionError):
-        stats.series()
+        stats_reading.series()
 
 
 # Through the demo API -------------------------------------------------------------------
@@ -358,7 +359,7 @@ def test_requests_through_the_api_are_counted(client, redis_client):
     assert calls.get("cmdstat_expire") == before.get("cmdstat_expire")
     assert redis_client.keys("rl:stats:*") == []
     assert stats.flush() is True
-    read = stats.series(["items", "items-shadow"], minutes=2)
+    read = stats_reading.series(["items", "items-shadow"], minutes=2)
     assert read.total("items", "allowed") == 2
     assert read.total("items", "denied") == 1
     assert read.total("items-shadow", "allowed") == 1
@@ -366,7 +367,7 @@ def test_requests_through_the_api_are_counted(client, redis_client):
     # The 3rd was denied by this worker without Redis (the 2nd used items' last unit:
     # ratelimits.engine.denials), so the shadow policy was not asked.
     assert read.total("items-shadow", "shadow_denied") == 1
-    assert stats.denied_since() == {"items": 1, "items-shadow": 0}
+    assert stats_reading.denied_since() == {"items": 1, "items-shadow": 0}
 
 
 # Settings -------------------------------------------------------------------------------
@@ -383,7 +384,7 @@ def test_a_bad_flush_interval_is_e002(value):
 
 
 def a_series(policy: str = "login", n: int = 60, **rows: list[int]) -> Series:
-    counts = {o: [0] * n for o in stats.OUTCOMES} | rows
+    counts = {o: [0] * n for o in stats_reading.OUTCOMES} | rows
     return Series(minutes=list(range(1000, 1000 + n)), counts={policy: counts})
 
 
@@ -458,8 +459,8 @@ def test_failures_get_their_own_line_and_each_policy_its_own_chart():
     read = Series(
         minutes=list(range(1000, 1060)),
         counts={
-            "a": {o: [0] * 60 for o in stats.OUTCOMES} | {"failed_closed": failed},
-            "b": {o: [1] * 60 for o in stats.OUTCOMES},
+            "a": {o: [0] * 60 for o in stats_reading.OUTCOMES} | {"failed_closed": failed},
+            "b": {o: [1] * 60 for o in stats_reading.OUTCOMES},
         },
     )
     charts = render_all(read)

@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 from ratelimits.engine import stats
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.testutils import limits_shadow
+from ratelimits.tools import stats_reading
 from tests.helpers import create_policy, ratelimits_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.urls")]
@@ -43,7 +44,7 @@ def prometheus(policy: str, outcome: str) -> float:
 def dashboard_counts(policy: str) -> dict[str, int]:
     """The counts the admin's dashboard shows for ``policy`` (sent to Redis first)."""
     assert stats.flush()
-    series = stats.series([policy], minutes=2)
+    series = stats_reading.series([policy], minutes=2)
     return {what: series.total(policy, what) for what in ("allowed", "denied", "shadow_denied")}
 
 

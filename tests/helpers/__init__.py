@@ -15,6 +15,7 @@ from tests.helpers.command import (
     run,
     run_json,
 )
+from tests.helpers.counting import count_verdict
 from tests.helpers.deciding import (
     DECIDE_COMMANDS,
     IDENTITY,
@@ -86,6 +87,7 @@ __all__ = [
     "caches_at",
     "cells",
     "commands_sent",
+    "count_verdict",
     "create_policy",
     "decide_calls",
     "decide_command",
