@@ -84,6 +84,10 @@ DEFAULTS: dict[str, Any] = {
         "192.168.0.0/16",
         "fc00::/7",
     ],
+    # How ratelimits.contrib.django_ratelimit.ratelimit(block=True) blocks: "429" answers
+    # as ratelimits' other faces do; "raise" raises django-ratelimit's Ratelimited (a
+    # PermissionDenied: a 403, or its RATELIMIT_VIEW under its middleware).
+    "DJANGO_RATELIMIT_BLOCK": "429",
 }
 
 

@@ -61,6 +61,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         problems.append("BREAKER_THRESHOLD must be an integer >= 1")
     if not _is_integer(value["MAX_COST"]) or value["MAX_COST"] < 1:
         problems.append("MAX_COST must be an integer >= 1")
+    if value["DJANGO_RATELIMIT_BLOCK"] not in ("429", "raise"):
+        problems.append("DJANGO_RATELIMIT_BLOCK must be '429' or 'raise'")
     if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:
         problems.append("IPV6_PREFIX must be an integer from 0 to 128")
     if not _is_number(value["NEAR_LIMIT"]) or not 0 < value["NEAR_LIMIT"] <= 1:
