@@ -20,7 +20,7 @@ address of an anonymous request), by a header, or for everyone (``global``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -28,12 +28,12 @@ from django.contrib.auth import get_user_model
 from ratelimits.engine import mode
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.identity import username_identity
-from ratelimits.engine.limiter import adecide, decide
 from ratelimits.engine.policy import Check, CompiledPolicy
 from ratelimits.engine.receipt import FAILURE_STATUS
-from ratelimits.engine.table import aget_table, get_table
+from ratelimits.engine.table import PolicyTable
 from ratelimits.http import afterwards, facts
 from ratelimits.http.headers import attach_decisions
+from ratelimits.http.pipeline import core, drivers
 
 #: Where a request keeps its sign-in attempts, on Django's ``HttpRequest``.
 ATTEMPTS_ATTRIBUTE = "_ratelimits_sign_ins"
@@ -70,24 +70,31 @@ def attempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
     verdict (denied: refuse the sign-in), or ``None`` when no sign-in policy applies (or
     ``RATELIMITS["MODE"]`` is ``"off"``)."""
     http = _django_request(request)
-    if http is None or mode.is_off():
+    if http is None:
         return None
-    checks = _checks(http, get_table().match(**_where(http), sign_in=True), credentials)
-    if not checks:
-        return None
-    return _attempted(http, decide(checks))
+    return drivers.drive(_attempting(http, credentials), http)
 
 
 async def aattempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
     """:func:`attempt` from a coroutine, on the running loop (``aauthenticate()``)."""
     http = _django_request(request)
-    if http is None or mode.is_off():
+    if http is None:
         return None
-    table = await aget_table()
+    return await drivers.adrive(_attempting(http, credentials), http)
+
+
+def _attempting(
+    http: Any, credentials: Mapping[str, Any]
+) -> Generator[core.Step, Any, Verdict | None]:
+    """The steps of an attempt, for the pipeline's drivers."""
+    if mode.is_off():
+        return None
+    table: PolicyTable = yield core.TABLE
     checks = _checks(http, table.match(**_where(http), sign_in=True), credentials)
     if not checks:
         return None
-    return _attempted(http, await adecide(checks))
+    verdict: Verdict = yield core.Decide(checks)
+    return _attempted(http, verdict)
 
 
 def failed(request: Any) -> None:

@@ -4,7 +4,8 @@ The steps are the only code that differs between them."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Generator
+from typing import Any, TypeVar
 
 from django.utils.functional import LazyObject, empty
 
@@ -14,10 +15,23 @@ from ratelimits.engine.table import aget_table, get_table
 from ratelimits.http import responses
 from ratelimits.http.pipeline import core
 
+T = TypeVar("T")
+
 
 def run(request: Any, ask: core.Ask) -> core.Passage:
     """The pipeline for ``request``, from sync code."""
-    steps = core.plan(request, ask)
+    return drive(core.plan(request, ask), request)
+
+
+async def arun(request: Any, ask: core.Ask) -> core.Passage:
+    """The pipeline for ``request``, from a coroutine: the table, the user, the decide
+    call, async signal receivers and a coroutine ``THROTTLED_VIEW`` are awaited."""
+    return await adrive(core.plan(request, ask), request)
+
+
+def drive(steps: Generator[core.Step, Any, T], request: Any) -> T:
+    r"""Do each of ``steps`` (:class:`~.core.Step`\s) for ``request`` with the sync
+    client; what they return."""
     given = None
     while True:
         try:
@@ -27,10 +41,8 @@ def run(request: Any, ask: core.Ask) -> core.Passage:
         given = _do(step, request)
 
 
-async def arun(request: Any, ask: core.Ask) -> core.Passage:
-    """The pipeline for ``request``, from a coroutine: the table, the user, the decide
-    call, async signal receivers and a coroutine ``THROTTLED_VIEW`` are awaited."""
-    steps = core.plan(request, ask)
+async def adrive(steps: Generator[core.Step, Any, T], request: Any) -> T:
+    """:func:`drive` on the running event loop, with no thread in between."""
     given = None
     while True:
         try:
