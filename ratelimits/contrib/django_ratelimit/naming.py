@@ -35,8 +35,14 @@ _UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
 
 def policy_name(spec: Any) -> str:
-    """The policy name of ``spec`` (a :class:`~.spec.Spec`): a valid ``Policy.name``."""
+    """The policy name of ``spec`` (a :class:`~.spec.Spec`): a valid ``Policy.name``;
+    ``ValueError`` for a spec without its group."""
     group, window = spec.group, spec.window
+    if group is None:
+        raise ValueError(
+            "the group of a class-based view's method is known from its class: read the "
+            "view's specs with ratelimits.contrib.django_ratelimit.specs_of(view)"
+        )
     tail = f"-{_key_part(spec.policy_key)}-{_methods_part(spec.methods)}-{window}s"
     name = f"{PREFIX}{_group_part(group)}{tail}"
     if len(name) <= _NAME_LENGTH:
@@ -59,10 +65,11 @@ def endpoint(spec: Any) -> str:
 
 def policy_rows(spec: Any) -> list[dict[str, Any]]:
     """The rows of :mod:`ratelimits.tools.policy_files` that express ``spec``: one policy,
-    or none for ``rate=None`` (no limit). Fields a row leaves out take the model's
-    defaults. ``fail_open`` is django-ratelimit's ``RATELIMIT_FAIL_OPEN`` (False unless
-    set), and ``ipv6_prefix`` its ``RATELIMIT_IPV6_MASK`` when set."""
-    if spec.limit is None or spec.group is None:
+    or none for ``rate=None`` (no limit); ``ValueError`` for a spec without its group
+    (see :func:`ratelimits.contrib.django_ratelimit.specs_of`). Fields a row leaves out
+    take the model's defaults. ``fail_open`` is django-ratelimit's ``RATELIMIT_FAIL_OPEN``
+    (False unless set), and ``ipv6_prefix`` its ``RATELIMIT_IPV6_MASK`` when set."""
+    if spec.limit is None:
         return []
     row: dict[str, Any] = {
         "name": policy_name(spec),

@@ -109,6 +109,9 @@ def test_specs_of_a_class_based_view_name_its_groups_before_any_request() -> Non
         def get(self, request: Any) -> Any:
             return None
 
+    (unknown,) = Dispatched.dispatch.django_ratelimit_specs
+    with pytest.raises(ValueError, match="specs_of"):
+        unknown.policy_rows()
     (spec,) = specs_of(Dispatched.as_view())
     # django-ratelimit's group: the method's module, the class it is called on, its qualname.
     assert spec.group == f"django.views.generic.base.{Dispatched.__name__}.View.dispatch"
