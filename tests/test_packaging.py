@@ -95,6 +95,11 @@ def test_the_wheel_carries_the_package_data(built: Built, tmp_path: Path) -> Non
         names = set(archive.namelist())
         missing = [name for name in EXPECTED if name not in names]
         assert missing == [], sorted(names)
+        # Every package of the source tree: one left out of pyproject.toml is missing here.
+        packages = sorted(
+            path.relative_to(REPO).as_posix() for path in (REPO / "ratelimits").rglob("__init__.py")
+        )
+        assert [name for name in packages if name not in names] == []
         decide = archive.read("ratelimits/lua/decide.lua").decode("utf-8")
     assert decide == (REPO / "lua" / "decide.lua").read_text(encoding="utf-8")
     # Only the package: no tests, demo project or benchmarks.
