@@ -3,37 +3,27 @@ written like an import (validated, in one transaction, announced to every worker
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ratelimits.contrib import django_ratelimit
 from ratelimits.models import Policy
 from ratelimits.tools import adoption, policy_files
 
-#: Where the django-ratelimit face lives; adoption asks it for a spec's rows.
-DJANGO_RATELIMIT = "ratelimits.contrib.django_ratelimit"
 
-
-def django_ratelimit_rows(spec: Any) -> list[dict[str, Any]] | None:
-    """The policy-file rows of a view's django-ratelimit spec, from
-    ``ratelimits.contrib.django_ratelimit.policy_rows``; ``None`` when that package is not
-    there."""
-    try:
-        module = importlib.import_module(DJANGO_RATELIMIT)
-    except ImportError:
-        return None
-    policy_rows = getattr(module, "policy_rows", None)
-    if policy_rows is None:
-        return None
-    return [dict(row) for row in policy_rows(spec)]
+def django_ratelimit_rows(spec: Any) -> list[dict[str, Any]]:
+    """The policy-file rows of a view's django-ratelimit spec."""
+    return [dict(row) for row in django_ratelimit.policy_rows(spec)]
 
 
 def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
     mode, dry_run, output = options["mode"], options["dry_run"], options["output"]
     fmt = _format(output, options["format"])
-    found = adoption.plan_adoption(mode, spec_rows=django_ratelimit_rows)
+    found = adoption.plan_adoption(
+        mode, spec_rows=django_ratelimit_rows, specs_of=django_ratelimit.specs_of
+    )
     try:
         plan = policy_files.plan_import(found.rows)
         document = policy_files.dump_rows(found.rows, fmt)

@@ -115,3 +115,18 @@ def test_views_carrying_a_django_ratelimit_spec_bring_their_rows():
     assert [(s.what, s.views) for s in unread.skipped] == [
         ("django-ratelimit", ["/legacy/ (legacy)"])
     ]
+
+
+@override_settings(ROOT_URLCONF="tests.adopt.django_ratelimit_urls")
+def test_the_django_ratelimit_decorators_views_are_adopted_one_policy_per_counter():
+    out = run("adopt", "--mode", "enforce")
+    policies = {p.name: p for p in Policy.objects.all()}
+    assert len(policies) == 2, out  # the search group's two views share one counter
+    search = next(p for p in policies.values() if p.endpoint == "search")
+    assert (search.limit, search.window, search.key, search.mode) == (10, 60, "ip", "enforce")
+    signup = next(p for p in policies.values() if p.endpoint != "search")
+    # The method's group is django-ratelimit's: the class's dotted name and the method.
+    assert signup.endpoint.endswith("Signup.post"), signup.endpoint
+    assert (signup.limit, signup.window, signup.methods) == (5, 3600, "POST")
+    assert "skipped" not in out
+    assert run("adopt", "--mode", "enforce").strip().endswith("Nothing to change.")

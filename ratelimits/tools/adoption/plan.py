@@ -18,7 +18,7 @@ from ratelimits.tools.adoption.throttles import (
     is_policy_throttle,
     read_throttle,
 )
-from ratelimits.tools.adoption.views import View, site_views
+from ratelimits.tools.adoption.views import SpecsOf, View, site_views
 
 #: The middleware that applies path policies to plain Django views too.
 MIDDLEWARE = "ratelimits.middleware.RateLimitMiddleware"
@@ -29,12 +29,15 @@ ANON_ONLY = (
 
 
 def plan_adoption(
-    mode: str, urlconf: str | None = None, spec_rows: SpecRows | None = None
+    mode: str,
+    urlconf: str | None = None,
+    spec_rows: SpecRows | None = None,
+    specs_of: SpecsOf | None = None,
 ) -> AdoptionPlan:
     """Read the URLconf's views and their throttles into policies in ``mode``; writes
-    nothing. ``spec_rows`` turns a view's django-ratelimit spec into policy-file rows
-    (``None``: views carrying one are reported as skipped)."""
-    views = site_views(urlconf)
+    nothing. ``specs_of`` finds a view's django-ratelimit specs and ``spec_rows`` turns
+    one into policy-file rows (``None``: views carrying one are reported as skipped)."""
+    views = site_views(urlconf, specs_of)
     plan = AdoptionPlan()
     counters = _read_counters(views, plan)
     guarded = _guarded(views, counters)

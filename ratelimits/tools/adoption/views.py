@@ -4,7 +4,7 @@ or a router's ``@action`` gave it), and the django-ratelimit spec a view carries
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,17 +48,24 @@ class View:
         return self.throttles is not None
 
 
-def site_views(urlconf: str | None = None) -> list[View]:
-    """Every URL pattern of ``urlconf`` (``ROOT_URLCONF`` by default), in URLconf order."""
-    return list(_views(walk(get_resolver(urlconf))))
+#: A URL pattern's callback to the django-ratelimit specs it carries (the faces' package
+#: reads them: ``ratelimits.contrib.django_ratelimit.specs_of``).
+SpecsOf = Callable[[Any], Sequence[Any]]
 
 
-def _views(entries: Iterable[Any]) -> Iterable[View]:
+def site_views(urlconf: str | None = None, specs_of: SpecsOf | None = None) -> list[View]:
+    """Every URL pattern of ``urlconf`` (``ROOT_URLCONF`` by default), in URLconf order;
+    ``specs_of`` finds each view's django-ratelimit specs (default: those on the callback,
+    its class or its ``dispatch``)."""
+    return list(_views(walk(get_resolver(urlconf)), specs_of))
+
+
+def _views(entries: Iterable[Any], specs_of: SpecsOf | None) -> Iterable[View]:
     for entry in entries:
         callback = entry.pattern.callback
         view_class = view_class_of(callback)
         given = initkwargs(callback)
-        specs = _specs_of(callback, view_class)
+        specs = tuple(specs_of(callback)) if specs_of else _specs_of(callback, view_class)
         if isinstance(view_class, type) and issubclass(view_class, APIView):
             classes = given.get("throttle_classes", view_class.throttle_classes)
             scope = given.get("throttle_scope", getattr(view_class, "throttle_scope", None))
