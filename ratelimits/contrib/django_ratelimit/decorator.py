@@ -22,6 +22,7 @@ from ratelimits.contrib.django_ratelimit.spec import (
     declare,
     default_group,
 )
+from ratelimits.engine import mode
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.http import afterwards, pipeline
 from ratelimits.http.headers import decisions_of
@@ -109,11 +110,14 @@ ratelimit.UNSAFE = keys.UNSAFE  # type: ignore[attr-defined]
 
 
 def _applies(spec: Spec) -> bool:
-    """A spec with a rate and a group, while django-ratelimit's ``RATELIMIT_ENABLE`` is on."""
+    """A spec with a rate and a group, while django-ratelimit's ``RATELIMIT_ENABLE`` is on
+    and ``RATELIMITS["MODE"]`` is not ``"off"`` (then no table is read, no policy written
+    and Redis is not called)."""
     return (
         spec.limit is not None
         and spec.group is not None
         and getattr(settings, "RATELIMIT_ENABLE", True)
+        and not mode.is_off()
     )
 
 

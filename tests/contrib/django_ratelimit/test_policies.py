@@ -14,8 +14,10 @@ from ratelimits.contrib import django_ratelimit
 from ratelimits.contrib.django_ratelimit import Ratelimited, declared, policy_rows, ratelimit
 from ratelimits.engine import table
 from ratelimits.models import Policy
+from ratelimits.testutils import limits_off
 from ratelimits.tools.policy_files import plan_import
 from tests.contrib.django_ratelimit.views import limited_view, request
+from tests.helpers import commands_sent
 
 pytestmark = pytest.mark.django_db
 
@@ -152,3 +154,13 @@ def test_the_block_setting_is_checked() -> None:
 def test_the_package_says_what_it_exports() -> None:
     assert set(django_ratelimit.__all__) >= {"ratelimit", "Ratelimited", "declared"}
     assert ratelimit.ALL == (None,) and ratelimit.UNSAFE == ["DELETE", "PATCH", "POST", "PUT"]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_with_the_mode_off_nothing_is_written_or_asked(kind, redis_client) -> None:
+    view = limited_view(kind, {"group": "off", "key": "ip", "rate": "1/m", "block": False})
+    before = commands_sent(redis_client)
+    with limits_off():
+        assert [view(request("post")) for _ in range(3)] == [False] * 3
+    assert commands_sent(redis_client) == before
+    assert not Policy.objects.exists()
