@@ -93,7 +93,7 @@ POLICY_CONSTRAINTS = [
         name="ratelimits_policy_username_sign_in",
     ),
     models.CheckConstraint(
-        condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key=rules.USER_KEY),
+        condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key__in=(rules.USER_KEY, rules.ANON_KEY)),
         name="ratelimits_policy_sign_in_key",
     ),
     models.CheckConstraint(

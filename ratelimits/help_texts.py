@@ -34,8 +34,9 @@ POLICY_HELP: dict[str, str] = {
         "no lockout. Not for concurrency or a sharded policy."
     ),
     "key": (
-        "Who is counted: user, ip, user_or_ip, global, header:NAME (header:X-Api-Key), "
-        "or username (the username a sign-in attempts; failed sign-ins only). A client "
+        "Who is counted: user, ip, user_or_ip, anon (requests without a user, by address; "
+        "signed-in users are not counted), global, header:NAME (header:X-Api-Key), or "
+        "username (the username a sign-in attempts; failed sign-ins only). A client "
         "can send any header value it likes: a header key counts per value only "
         "behind a gateway that sets the header itself."
     ),

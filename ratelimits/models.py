@@ -267,6 +267,8 @@ class PolicyOverride(models.Model):
                 self.identity = override_identity.normalize(self.identity, policy.key)
             except ValueError as e:
                 problems.append(rules.Problem("identity", str(e)))
+        if policy is not None:
+            problems.append(rules.anon_target_problem(policy.key, any(targets[:2])))
         problems.append(rules.exempt_problem(self.exempt, self.limit))
         if any(problems):
             raise ValidationError({p.field: p.message for p in problems if p is not None})

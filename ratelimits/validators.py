@@ -19,7 +19,7 @@ MAX_LOCKOUT = MAX_WINDOW
 #: The shortest and longest IPv6 prefix a policy may count clients by (``Policy.ipv6_prefix``).
 MIN_IPV6_PREFIX = 16
 MAX_IPV6_PREFIX = 128
-KEY_KINDS = ("user", "ip", "user_or_ip", "global", "username")
+KEY_KINDS = ("user", "ip", "user_or_ip", "anon", "global", "username")
 HEADER_PREFIX = "header:"
 
 # RFC 9110 field-name: a token. Patterns end in \Z, not $, which would accept a final newline;
@@ -58,8 +58,8 @@ def validate_methods(value: str) -> None:
 
 
 def validate_key(value: str) -> None:
-    """A client key: ``user``, ``ip``, ``user_or_ip``, ``global``, ``username`` or
-    ``header:<Name>``."""
+    """A client key: ``user``, ``ip``, ``user_or_ip``, ``anon``, ``global``, ``username``
+    or ``header:<Name>``."""
     if _KEY_RE.match(value or ""):
         return
     if (value or "").startswith(HEADER_PREFIX):
@@ -70,8 +70,8 @@ def validate_key(value: str) -> None:
             params={"name": value[len(HEADER_PREFIX) :]},
         )
     raise ValidationError(
-        "%(value)r is not a client key. Use user, ip, user_or_ip, global, username or "
-        "header:<Name>.",
+        "%(value)r is not a client key. Use user, ip, user_or_ip, anon, global, username "
+        "or header:<Name>.",
         code="invalid_key",
         params={"value": value},
     )

@@ -22,7 +22,7 @@ DENIED_WINDOW_MINUTES = 5
 
 
 class KeyKindFilter(admin.SimpleListFilter):
-    """Who a policy counts: user, ip, user_or_ip, global, username, or any header."""
+    """Who a policy counts: user, ip, user_or_ip, anon, global, username, or any header."""
 
     title = "key"
     parameter_name = "key_kind"
@@ -32,6 +32,7 @@ class KeyKindFilter(admin.SimpleListFilter):
             ("user", "user"),
             ("ip", "ip"),
             ("user_or_ip", "user or ip"),
+            ("anon", "anonymous, by ip"),
             ("global", "global"),
             ("username", "attempted username"),
             ("header", "a header"),

@@ -12,7 +12,7 @@ from django.urls import Resolver404, resolve
 
 from ratelimits.cli import output, records
 from ratelimits.engine import limiter, mode, table
-from ratelimits.engine.identity import UNKNOWN_IP, meta_key
+from ratelimits.engine.identity import ANON, UNKNOWN_IP, meta_key
 from ratelimits.engine.overrides import Exemption
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.store import connection
@@ -58,7 +58,7 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
     for policy in policies:
         who = facts.policy_identity(request, policy)
         if who is None:
-            skipped.append((policy, "does not count anonymous requests (give --user)"))
+            skipped.append((policy, _uncounted(policy)))
         elif who == UNKNOWN_IP and options["ip"] is None:
             skipped.append((policy, "counts by address (give --ip)"))
         elif exempt_network:  # the throttle applies no policy to these addresses
@@ -117,6 +117,13 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
     note = MODE_NOTES.get(mode.current())
     if note is not None:
         write(note)
+
+
+def _uncounted(policy: CompiledPolicy) -> str:
+    """Why ``policy`` gives the request no identity: it has a user, or it has none."""
+    if policy.key_kind == ANON:
+        return "does not count signed-in users (leave out --user)"
+    return "does not count anonymous requests (give --user)"
 
 
 def _row(policy: CompiledPolicy, *cells: Any, rate: str | None = None) -> list[Any]:

@@ -18,6 +18,8 @@ user           ``a:<32 hex>``                an API client authenticated as some
                                              other than a user (django-ninja's
                                              ``request.auth``: an API key object or
                                              string), always hashed (:func:`principal`)
+anon           ``ip:203.0.113.7``            as ``ip``, for a request without a user; a
+                                             request with one is not counted (``None``)
 global         ``global``                    one counter for everyone
 username       ``n:<32 hex>``                the username a sign-in attempts, case-folded,
                                              always hashed (:func:`username_identity`)
@@ -43,6 +45,8 @@ from django.core.signals import setting_changed
 from ratelimits.conf import app_settings
 
 GLOBAL = "global"
+#: The key kind that counts only requests without a user, by address (DRF's anon throttle).
+ANON = "anon"
 _READABLE_PK = re.compile(r"[A-Za-z0-9_-]{1,40}")
 UNKNOWN_IP = "ip:unknown"
 # An IPv4 address exactly as ipaddress prints it (no leading zeros, each octet <= 255).

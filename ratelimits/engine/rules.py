@@ -25,6 +25,8 @@ COUNTS = (ALL, "failures", "successes", SIGN_IN_FAILURES)
 USERNAME_KEY = "username"
 #: The key a failed sign-in cannot have: nobody signed in.
 USER_KEY = "user"
+#: The key that counts requests without a user only: a signed-in client is never counted.
+ANON_KEY = "anon"
 #: The key with one counter for everyone: a lockout there would lock every client out.
 GLOBAL_KEY = "global"
 #: A lockout locks one counter: its policy has this many shards.
@@ -133,6 +135,12 @@ def sign_in_problem(key: str, counts: str) -> Problem | None:
             "key",
             "A failed sign-in has no user: count failed sign-ins by username, ip or user_or_ip.",
         )
+    if counts == SIGN_IN_FAILURES and key == ANON_KEY:
+        return Problem(
+            "key",
+            "A signed-in client can attempt sign-ins too, and an anon policy never counts "
+            "it: count failed sign-ins by username, ip or user_or_ip.",
+        )
     return None
 
 
@@ -140,6 +148,17 @@ def target_problem(targets: int) -> Problem | None:
     """An override names exactly one of a user, a group or an identity."""
     if targets != 1:
         return Problem("__all__", "Name exactly one of a user, a group or an identity.")
+    return None
+
+
+def anon_target_problem(key: str, names_user: bool) -> Problem | None:
+    """An anon policy never counts a signed-in user: an override names an address."""
+    if key == ANON_KEY and names_user:
+        return Problem(
+            "__all__",
+            "A policy keyed by anon never counts signed-in users: name an IP address or "
+            "network instead of a user or a group.",
+        )
     return None
 
 

@@ -16,6 +16,7 @@ from ratelimits.conf import app_settings
 from ratelimits.engine import key_rotation
 from ratelimits.engine.exemptions import is_exempt_address
 from ratelimits.engine.identity import (
+    ANON,
     GLOBAL,
     header_identity,
     ip_identity,
@@ -42,17 +43,22 @@ def request_identity(
 ) -> str | None:
     """The identity of ``request`` for a policy key kind, or ``None`` when it does not apply.
 
-    ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``header``, ``global``. Under
-    ``user`` and ``user_or_ip`` a client counts as its authentication: its user
-    (:func:`authenticated_user`), else the principal in ``request.auth`` (an API key
-    object or string, hashed: :func:`~ratelimits.engine.identity.principal`). A ``user``
-    policy does not count anonymous requests; ``user_or_ip`` counts them by address.
+    ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``anon``, ``header``,
+    ``global``. Under ``user`` and ``user_or_ip`` a client counts as its authentication:
+    its user (:func:`authenticated_user`), else the principal in ``request.auth`` (an API
+    key object or string, hashed: :func:`~ratelimits.engine.identity.principal`). A
+    ``user`` policy does not count anonymous requests; ``user_or_ip`` counts them by
+    address. ``anon`` is DRF's ``AnonRateThrottle``: a request without a user counts by
+    address (an API client authenticated as another principal too), one with a user not
+    at all.
     ``address`` is the request's :func:`client_ip`, when the caller has it already;
     ``ipv6_prefix`` groups an IPv6 client (``None``: the ``IPV6_PREFIX`` setting).
     """
     if kind == GLOBAL:
         return GLOBAL
     if kind == "username":  # only a sign-in has one (ratelimits.http.sign_in)
+        return None
+    if kind == ANON and authenticated_user(request) is not None:
         return None
     if kind in ("user", "user_or_ip"):
         user = authenticated_user(request)

@@ -2,13 +2,14 @@
 spending: the numbers of ``GET /ratelimits/usage/`` (:mod:`ratelimits.usage`).
 
 :func:`usage_of` lists every enforced policy whose key gives the request an identity
-(``user``, ``ip``, ``user_or_ip``, and ``header:<Name>`` when the request carries the
-header), with the client's own override applied. Global and shadow policies are left
-out, and so is a policy an override exempts the client from; a client from
-``EXEMPT_NETWORKS`` is under none. Every shard of every such policy is read in one
-``decide`` call with recording off (one call per hash slot on a cluster), so nothing is
-spent and no other client's key is read. A policy with a lockout is read twice in that
-call, with and without its lock, to tell whether the lock is what keeps the client out.
+(``user``, ``ip``, ``user_or_ip``, ``anon`` when the request has no user, and
+``header:<Name>`` when the request carries the header), with the client's own override
+applied. Global and shadow policies are left out, and so is a policy an override
+exempts the client from; a client from ``EXEMPT_NETWORKS`` is under none. Every shard of
+every such policy is read in one ``decide`` call with recording off (one call per hash
+slot on a cluster), so nothing is spent and no other client's key is read. A policy with
+a lockout is read twice in that call, with and without its lock, to tell whether the lock
+is what keeps the client out.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from ratelimits.http import afterwards, facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
 from ratelimits.signals import Announcement, announcements
 
-_USER_KINDS = frozenset(("user", "user_or_ip"))
+#: The key kinds whose identity asks whether the request has a user (loaded first).
+_USER_KINDS = frozenset(("user", "user_or_ip", "anon"))
 #: The ``counts`` decided before a framework's authentication (``before_authentication``).
 _FAILURES = "failures"
 

@@ -155,8 +155,8 @@ def test_a_bad_name_is_reported(name: str, label: str, row: RowFactory) -> None:
 def test_the_model_validation_applies_to_updates_too(row: RowFactory) -> None:
     Policy.objects.create(**row())
     assert problems_of([row(key="cookie")]) == [
-        "row 1 (login): key: 'cookie' is not a client key. Use user, ip, user_or_ip, global, "
-        "username or header:<Name>."
+        "row 1 (login): key: 'cookie' is not a client key. Use user, ip, user_or_ip, anon, "
+        "global, username or header:<Name>."
     ]
 
 
@@ -209,7 +209,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         "calendar, time_zone, lockout, ipv6_prefix, overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
-        "global, username or header:<Name>.",
+        "anon, global, username or header:<Name>.",
         "row 4 (half): endpoint: this field is required.",
         "row 4 (half): window: this field is required (or give a calendar).",
         "row 5 (fine): name: 'fine' is also the name of row 1; names must be unique.",
