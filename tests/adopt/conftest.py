@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from django.test import Client, override_settings
-from rest_framework.throttling import SimpleRateThrottle, UserRateThrottle
+from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
 from ratelimits.testutils import reset_state
@@ -18,6 +18,10 @@ from tests.adopt.views import RATES
 
 DRF_URLS = "tests.adopt.drf_urls"
 POLICY_URLS = "tests.adopt.policy_urls"
+CLASSIC_URLS = "tests.adopt.classic_urls"
+CLASSIC_POLICY_URLS = "tests.adopt.classic_policy_urls"
+#: DRF's classic rates: anonymous clients get less than signed-in users.
+CLASSIC_RATES = {"anon": "2/min", "user": "4/min"}
 
 
 @pytest.fixture
@@ -29,12 +33,22 @@ def drf_site(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-def switch_to_policies(monkeypatch: pytest.MonkeyPatch) -> Any:
+@pytest.fixture
+def classic_site(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """DRF's classic setup: DEFAULT_THROTTLE_CLASSES = [AnonRateThrottle,
+    UserRateThrottle] at :data:`CLASSIC_RATES`."""
+    monkeypatch.setattr(SimpleRateThrottle, "THROTTLE_RATES", CLASSIC_RATES)
+    monkeypatch.setattr(APIView, "throttle_classes", [AnonRateThrottle, UserRateThrottle])
+    with override_settings(ROOT_URLCONF=CLASSIC_URLS):
+        yield
+
+
+def switch_to_policies(monkeypatch: pytest.MonkeyPatch, urls: str = POLICY_URLS) -> Any:
     """The same site with DEFAULT_THROTTLE_CLASSES = [PolicyThrottle] and the adopted
-    views' own throttles replaced by it; a context manager."""
+    views' own throttles replaced by it (the URLconf ``urls``); a context manager."""
     monkeypatch.setattr(APIView, "throttle_classes", [PolicyThrottle])
     reset_state()
-    return override_settings(ROOT_URLCONF=POLICY_URLS)
+    return override_settings(ROOT_URLCONF=urls)
 
 
 @pytest.fixture

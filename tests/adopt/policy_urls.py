@@ -15,6 +15,6 @@ urlpatterns = [
     path("api/reports/", views.Reports.as_view(**ADOPTED), name="reports"),
     path("api/burst/", views.Burst.as_view(**ADOPTED), name="burst"),
     path("api/custom/", views.Custom.as_view(), name="custom"),
-    path("api/anonymous/", views.Anonymous.as_view(), name="anonymous"),
+    path("api/anonymous/", views.Anonymous.as_view(**ADOPTED), name="anonymous"),
     path("api/open/", views.Open.as_view(), name="open"),
 ]

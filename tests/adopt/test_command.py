@@ -24,7 +24,7 @@ def stored() -> dict[str, tuple[str, str, int, int, str]]:
 
 def test_shadow_is_the_default_mode():
     out = run("adopt")
-    assert "Adopted: 3 created, 0 updated, 0 unchanged (shadow)." in out
+    assert "Adopted: 4 created, 0 updated, 0 unchanged (shadow)." in out
     assert {mode for *_, mode in stored().values()} == {"shadow"}
 
 
@@ -41,7 +41,7 @@ def test_enforce_after_shadow_changes_only_the_mode_and_keeps_the_operators_fiel
     Policy.objects.filter(name="drf-user").update(fail_open=False)
     out = run("adopt", "--mode", "enforce")
     assert "updated (mode): drf-user: " in out
-    assert "Adopted: 0 created, 3 updated, 0 unchanged (enforce)." in out
+    assert "Adopted: 0 created, 4 updated, 0 unchanged (enforce)." in out
     policy = Policy.objects.get(name="drf-user")
     assert (policy.mode, policy.fail_open) == ("enforce", False)
 
@@ -52,7 +52,7 @@ def test_dry_run_writes_nothing_and_its_file_imports_as_adopt_would(tmp_path):
     assert "would be created: drf-uploads: " in out and "Dry run: nothing changed." in out
     assert Policy.objects.count() == 0
     rows = json.loads(target.read_text())["policies"]
-    assert [row["name"] for row in rows] == ["drf-burst", "drf-uploads", "drf-user"]
+    assert [row["name"] for row in rows] == ["drf-anon", "drf-burst", "drf-uploads", "drf-user"]
 
     run("import", str(target))
     imported = stored()
@@ -65,24 +65,25 @@ def test_dry_run_prints_the_file_after_the_plan_or_alone_on_stdout():
     out = run("adopt", "--dry-run", "--format", "json")
     plan, document = out.split("`import` accepts it):\n")
     assert "would be created: drf-user" in plan
-    assert len(json.loads(document)["policies"]) == 3
+    assert len(json.loads(document)["policies"]) == 4
     errors = StringIO()
     piped = run("adopt", "--dry-run", "--output", "-", stderr=errors)
-    assert len(json.loads(piped)["policies"]) == 3
+    assert len(json.loads(piped)["policies"]) == 4
     assert "Dry run: nothing changed." in errors.getvalue()
 
 
-def test_a_custom_throttle_and_the_anonymous_one_are_named_and_skipped():
+def test_a_custom_throttle_is_named_and_skipped_and_the_anonymous_one_adopted():
     out = run("adopt")
     assert (
         "skipped: EveryOtherThrottle: it is not a SimpleRateThrottle: its allow_request() "
         "is its own, and ratelimits cannot tell what it admits\n  on /api/custom/ (custom)"
     ) in out
     assert (
-        "skipped: AnonRateThrottle (scope anon): ratelimits has no key that counts only "
-        "anonymous requests"
+        "created: drf-anon: sliding_log, 4 per 60 s per anon, endpoint anonymous, shadow\n"
+        "  replaces AnonRateThrottle 4/min on /api/anonymous/ (anonymous)\n"
     ) in out
-    assert set(stored()) == {"drf-user", "drf-uploads", "drf-burst"}
+    assert "AnonRateThrottle (scope anon)" not in out  # not among the skipped
+    assert set(stored()) == {"drf-anon", "drf-user", "drf-uploads", "drf-burst"}
 
 
 @override_settings(ROOT_URLCONF=ODD_URLS)

@@ -14,10 +14,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("drf_site")]
 
 ITEMS, ORDERS = "/api/shared/items/", "/api/shared/orders/"
 UPLOADS, REPORTS, BURST = "/api/uploads/", "/api/reports/", "/api/burst/"
+ANONYMOUS = "/api/anonymous/"
 
 #: (who, path), in order. The user rate is 3/min shared by items and orders, for alice by
 #: id and for the anonymous client by address; uploads and reports share the scope
-#: uploads, 2/minute; burst is a UserRateThrottle subclass of its own rate, 2/min.
+#: uploads, 2/minute; burst is a UserRateThrottle subclass of its own rate, 2/min; the
+#: anonymous view's AnonRateThrottle counts the anonymous client alone, 4/min.
 SEQUENCE = [
     *[("anonymous", ITEMS), ("anonymous", ORDERS)] * 3,
     *[("alice", ORDERS), ("alice", ITEMS)] * 3,
@@ -28,6 +30,7 @@ SEQUENCE = [
     ("alice", UPLOADS),
     ("alice", REPORTS),
     *[("anonymous", BURST), ("alice", BURST)] * 3,
+    *[("anonymous", ANONYMOUS), ("alice", ANONYMOUS)] * 5,
     ("anonymous", "/api/open/"),
 ]
 
@@ -38,7 +41,7 @@ def replay(clients, sequence):
 
 def test_adopted_policies_admit_what_drf_admitted(clients, monkeypatch, redis_client):
     before = replay(clients, SEQUENCE)
-    assert before.count(429) == 10, before  # the sequence reaches every limit
+    assert before.count(429) == 11, before  # the sequence reaches every limit
     assert redis_client.keys("*throttle_user_*")  # DRF counted in the test Redis
 
     run("adopt", "--mode", "enforce")
@@ -51,6 +54,7 @@ def test_adopted_policies_admit_what_drf_admitted(clients, monkeypatch, redis_cl
         "drf-user": ("/api/shared/*", "user_or_ip", 3, 60),
         "drf-uploads": ("uploads", "user_or_ip", 2, 60),
         "drf-burst": ("burst", "user_or_ip", 2, 60),
+        "drf-anon": ("anonymous", "anon", 4, 60),
     }
     assert set(Policy.objects.values_list("algorithm", "mode").distinct()) == {
         ("sliding_log", "enforce")

@@ -1,6 +1,7 @@
 """DRF views throttled as DRF users throttle them, for the adoption tests: two views under
 ``DEFAULT_THROTTLE_CLASSES``, two sharing a ``throttle_scope``, one with a throttle subclass
-of its own rate, one with a custom throttle, one anonymous-only, one unthrottled."""
+of its own rate, one with a custom throttle, one anonymous-only, one under the user
+throttle alone, one unthrottled."""
 
 from __future__ import annotations
 
@@ -67,6 +68,12 @@ class Custom(Ok):
 
 class Anonymous(Ok):
     throttle_classes = [AnonRateThrottle]
+
+
+class Profile(Ok):
+    """Under the user throttle alone: signed-in or not, DRF counts by user or address."""
+
+    throttle_classes = [UserRateThrottle]
 
 
 class Open(Ok):

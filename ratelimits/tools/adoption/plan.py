@@ -12,7 +12,6 @@ from ratelimits.tools.adoption.endpoints import NoEndpoint, choose_endpoint
 from ratelimits.tools.adoption.outcome import Adopted, AdoptionPlan, Skipped
 from ratelimits.tools.adoption.specs import SpecRows, adopt_specs
 from ratelimits.tools.adoption.throttles import (
-    ANON,
     Counter,
     NotAdoptable,
     is_policy_throttle,
@@ -22,10 +21,6 @@ from ratelimits.tools.adoption.views import SpecsOf, View, site_views
 
 #: The middleware that applies path policies to plain Django views too.
 MIDDLEWARE = "ratelimits.middleware.RateLimitMiddleware"
-ANON_ONLY = (
-    "ratelimits has no key that counts only anonymous requests: a policy keyed by ip would "
-    "also count signed-in users, whom AnonRateThrottle lets through"
-)
 
 
 def plan_adoption(
@@ -114,9 +109,6 @@ def _adopt_counter(
         plan.skipped.append(Skipped(what, labels, why))
         return
     counter = uses[0][0]
-    if counter.counts == ANON:
-        plan.skipped.append(Skipped(what, labels, ANON_ONLY))
-        return
     others = [view for view in guarded if all(view is not mine for mine in views)]
     shared_scope = scope if all(view.scope == scope for view in views) else None
     try:

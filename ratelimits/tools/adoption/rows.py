@@ -8,13 +8,15 @@ from typing import Any
 from django.utils.text import slugify
 
 from ratelimits.models import Policy
-from ratelimits.tools.adoption.throttles import Counter
+from ratelimits.tools.adoption.throttles import ANON, USER, Counter
 from ratelimits.tools.policy_files import FIELDS
 
 #: Fields of a stored policy an adoption leaves as they are (adoption decides the others,
 #: from what the old throttle did): what to do when Redis is down, whether it is on, and
 #: how IPv6 clients are grouped.
 KEPT_FIELDS = ("fail_open", "enabled", "ipv6_prefix")
+#: The policy key counting the clients a DRF throttle counts.
+KEYS = {USER: "user_or_ip", ANON: "anon"}
 #: How many characters of a scope a policy's name keeps (a name is at most 64).
 _NAME_ROOM = 56
 
@@ -32,7 +34,8 @@ def policy_name(scope: str, taken: set[str]) -> str:
 
 def counter_row(name: str, endpoint: str, counter: Counter, mode: str) -> dict[str, Any]:
     """The policy replacing DRF's ``counter``: the same sliding log of admissions, limit
-    and window, every method, a user by id and an anonymous client by address."""
+    and window, every method, and the same clients: a user by id and an anonymous client
+    by address (``user_or_ip``), or an anonymous client alone by address (``anon``)."""
     return {
         "name": name,
         "endpoint": endpoint,
@@ -40,7 +43,7 @@ def counter_row(name: str, endpoint: str, counter: Counter, mode: str) -> dict[s
         "algorithm": "sliding_log",
         "limit": counter.limit,
         "window": counter.window,
-        "key": "user_or_ip",
+        "key": KEYS[counter.counts],
         "mode": mode,
         "shards": 1,
         "burst": None,
