@@ -8,9 +8,12 @@ from io import StringIO
 
 import pytest
 from django.test import override_settings
+from rest_framework.throttling import AnonRateThrottle
 
 from ratelimits.models import Policy
 from ratelimits.tools.adoption import plan_adoption
+from ratelimits.tools.adoption.rows import counter_row
+from ratelimits.tools.adoption.throttles import ANON, read_throttle
 from tests.helpers import run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("drf_site")]
@@ -131,3 +134,13 @@ def test_the_django_ratelimit_decorators_views_are_adopted_one_policy_per_counte
     assert (signup.limit, signup.window, signup.methods) == (5, 3600, "POST")
     assert "skipped" not in out
     assert run("adopt", "--mode", "enforce").strip().endswith("Nothing to change.")
+
+
+def test_a_subclass_of_the_anonymous_throttle_that_sets_its_rate_is_adopted_as_anon():
+    class StrictAnonThrottle(AnonRateThrottle):
+        scope = "strict"
+        rate = "1/min"
+
+    counter = read_throttle(StrictAnonThrottle, None)
+    assert (counter.scope, counter.counts, counter.limit, counter.window) == ("strict", ANON, 1, 60)
+    assert counter_row("drf-strict", "strict", counter, "shadow")["key"] == "anon"
