@@ -8,7 +8,7 @@ from typing import Any
 from django.core.checks import Info, Tags, Warning, register
 
 from ratelimits.checks.installation import check_cache
-from ratelimits.engine.store import access, connection, eviction
+from ratelimits.engine.store import access, cluster, connection, eviction
 from ratelimits.exceptions import ConfigurationError
 
 #: Seconds the eviction check waits for each Redis server.
@@ -74,7 +74,7 @@ def check_redis_access(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if check_cache():
         return []  # no Redis to ask: E003 or E004 says why
     try:
-        connection.cluster_options()
+        cluster.cluster_options()
     except ConfigurationError:
         return []  # a bad setting: reported where it is used
     kinds = {"info": Info, "warning": Warning}

@@ -24,7 +24,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from ratelimits.engine.store import async_caller, caller, connection, scripts
+from ratelimits.engine.store import async_caller, caller, cluster, connection, scripts
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store.commands import DecideCall
 
@@ -119,9 +119,9 @@ class ClusterRoute(ServerRoute):
         source = scripts.decide_source()
         client = self.client
         if isinstance(moving, redis.exceptions.MovedError):
-            connection.learn_moved(client, moving)
+            cluster.learn_moved(client, moving)
         if isinstance(moving, redis.exceptions.AskError):
-            asked = connection.asked_client(client, moving.host, moving.port)
+            asked = cluster.asked_client(client, moving.host, moving.port)
             pipe = asked.pipeline(transaction=False)
             pipe.execute_command("ASKING")
             pipe.execute_command("EVAL", source, len(keys), *keys, *args)
