@@ -19,7 +19,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
-from ratelimits.engine.store.async_caller import accepted
+from ratelimits.engine.store.async_connections import accepted
 from ratelimits.exceptions import ConfigurationError
 
 #: redis-py's connection classes by name: valkey-py's keep redis-py's names.

@@ -17,7 +17,7 @@ from redis.cluster import PRIMARY, ClusterNode, RedisCluster, get_node_name
 from redis.retry import Retry
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.store.async_caller import accepted
+from ratelimits.engine.store.async_connections import accepted
 from ratelimits.exceptions import ConfigurationError
 
 
