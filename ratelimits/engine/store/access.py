@@ -2,7 +2,7 @@
 
 Connects (with the limiter's settings: address, credentials, TLS), then on each primary
 asks which server and version answers, and whether this user may run what the limiter,
-the management command and the admin send (:data:`LIMITER`, :data:`TOOLS`):
+the management command and the admin send (:func:`~.access_needs.needs`):
 
 - with ``ACL DRYRUN`` (Redis 7+, Valkey) where the user may run it: every command, with
   a key under ``KEY_PREFIX``, is judged by the server's ACL without running;
@@ -13,34 +13,22 @@ the management command and the admin send (:data:`LIMITER`, :data:`TOOLS`):
 
 A failure to connect is told apart: the credentials refused, a TLS handshake failed,
 or no answer at all (which the eviction check, W031, reports too).
+
+What is sent is listed in :mod:`~.access_needs`; one primary is asked in
+:mod:`~.access_probe`; this module turns the answers into findings.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-import redis
-
-from ratelimits.conf import app_settings
-from ratelimits.engine.keys import version_key
-from ratelimits.engine.store import commands, connection, errors, scripts
+from ratelimits.engine.store import access_needs, connection, errors
+from ratelimits.engine.store.access_needs import label
+from ratelimits.engine.store.access_probe import NodeAccess, read_node
 
 #: Seconds the check waits for each Redis server.
 TIMEOUT = 2.0
-
-
-@dataclass(frozen=True)
-class Need:
-    """A command someone sends, as ``ACL DRYRUN`` takes it; ``safe``: it can be run to
-    see whether it is refused (it changes nothing)."""
-
-    who: str
-    name: str
-    args: tuple[str, ...]
-    safe: bool = True
 
 
 @dataclass
@@ -51,61 +39,6 @@ class Finding:
     code: str
     message: str
     hint: str = ""
-
-
-@dataclass
-class NodeAccess:
-    """What one primary answered."""
-
-    where: str
-    version: str = "unknown"
-    server: str = "Redis"
-    user: str = "default"
-    #: ``function``, ``script`` or ``none``: how the limiter's code can run there.
-    runs: str = "none"
-    #: Commands refused, each with the reason given.
-    refused: dict[str, str] = field(default_factory=dict)
-    #: Commands not checked (neither ACL DRYRUN nor a harmless run).
-    unchecked: list[str] = field(default_factory=list)
-    dry_run: bool = False
-
-
-def _needs() -> tuple[Need, ...]:
-    prefix = app_settings.KEY_PREFIX
-    key = f"{prefix}:{{deploy-check}}:probe"
-    stamp = version_key(prefix)
-    sha = commands.script_sha()
-    missing_sha = "0" * 40
-    return (
-        Need("limiter", "FCALL", ("ratelimits_deploy_check_none", "1", key)),
-        Need("limiter", "FUNCTION", ("LOAD", scripts.library_source()), safe=False),
-        Need("limiter", "EVALSHA", (missing_sha, "1", key)),
-        Need("limiter", "EVAL", ("return 0", "1", key)),
-        Need("limiter", "GET", (stamp,)),
-        Need("limiter", "SET", (stamp, "x", "NX"), safe=False),
-        Need("limiter", "HINCRBY", (key, "field", "1"), safe=False),
-        Need("limiter", "EXPIRE", (key, "60")),
-        Need("tools", "FCALL_RO", ("ratelimits_deploy_check_none", "1", key)),
-        Need("tools", "SCAN", ("0", "MATCH", f"{prefix}:*", "COUNT", "1")),
-        Need("tools", "TYPE", (key,)),
-        Need("tools", "PTTL", (key,)),
-        Need("tools", "EXISTS", (key,)),
-        Need("tools", "HGETALL", (key,)),
-        Need("tools", "ZRANGE", (key, "0", "-1")),
-        Need("tools", "MEMORY", ("USAGE", key)),
-        Need("tools", "UNLINK", (key,)),
-        Need("tools", "DBSIZE", ()),
-        Need("tools", "TIME", ()),
-        Need("tools", "INFO", ("memory",)),
-        Need("tools", "SCRIPT", ("EXISTS", sha)),
-        Need("tools", "SCRIPT", ("LOAD", scripts.decide_source()), safe=False),
-    )
-
-
-def label(need: Need) -> str:
-    """``FCALL``, ``MEMORY USAGE``: a command as people write it."""
-    sub = need.args[0] if need.name in ("FUNCTION", "SCRIPT", "MEMORY") and need.args else ""
-    return f"{need.name} {sub}".strip()
 
 
 def connect_failure(error: BaseException) -> Finding:
@@ -188,66 +121,6 @@ def _maybe_tls_port(error: BaseException) -> bool:
     return "Connection closed by server" in text or "reset by peer" in text
 
 
-def read_node(node: redis.Redis) -> NodeAccess:
-    """What ``node`` lets this client do; Redis errors reaching it are raised."""
-    found = NodeAccess(where=connection.describe(node))
-    try:
-        info = node.info("server")
-    except redis.ResponseError:  # INFO refused: the version stays unknown
-        info = {}
-    found.version = str(info.get("valkey_version") or info.get("redis_version") or "unknown")
-    valkey = info.get("valkey_version") or info.get("server_name") == "valkey"
-    found.server = "Valkey" if valkey else "Redis"
-    try:
-        found.user = _text(node.execute_command("ACL", "WHOAMI"))
-    except redis.ResponseError:
-        found.user = _user_of(node)
-    needs = _needs()
-    found.dry_run = _judge_dry(node, found, needs)
-    if not found.dry_run:
-        _judge_by_running(node, found, needs)
-    refused = set(found.refused)
-    if "FCALL" not in refused:
-        found.runs = "function"
-    elif not {"EVAL", "EVALSHA"} & refused:
-        found.runs = "script"
-    return found
-
-
-def _user_of(node: redis.Redis) -> str:
-    return str(node.connection_pool.connection_kwargs.get("username") or "default")
-
-
-def _judge_dry(node: redis.Redis, found: NodeAccess, needs: Sequence[Need]) -> bool:
-    """Judge every need with ``ACL DRYRUN``; False when the server or user cannot."""
-    for need in needs:
-        try:
-            answer = node.execute_command("ACL", "DRYRUN", found.user, need.name, *need.args)
-        except redis.ResponseError as e:
-            if need is needs[0]:
-                return False  # no ACL DRYRUN here, or not for this user
-            found.refused[label(need)] = str(e)
-            continue
-        text = _text(answer)
-        if text != "OK":
-            found.refused[label(need)] = text
-    return True
-
-
-def _judge_by_running(node: redis.Redis, found: NodeAccess, needs: Sequence[Need]) -> None:
-    for need in needs:
-        if not need.safe:
-            found.unchecked.append(label(need))
-            continue
-        try:
-            node.execute_command(need.name, *need.args)
-        except redis.ResponseError as e:
-            if errors.is_denied(e):
-                found.refused[label(need)] = str(e)
-            elif need.name == "FCALL" and str(e).lower().startswith("unknown command"):
-                found.refused[label(need)] = "no Functions on this server"
-
-
 _SCRIPTING = frozenset({"FCALL", "FUNCTION LOAD", "EVALSHA", "EVAL"})
 
 
@@ -283,7 +156,7 @@ def findings(node: NodeAccess) -> list[Finding]:
     # Scripting is judged above; FUNCTION LOAD refused only costs the script fallback.
     missing = sorted(name for name in node.refused if name not in _SCRIPTING)
     if missing:
-        limiter_needs = {label(n) for n in _needs() if n.who == "limiter"}
+        limiter_needs = {label(n) for n in access_needs.needs() if n.who == "limiter"}
         whose = [
             f"{name} ({'the limiter' if name in limiter_needs else 'the tools and the admin'})"
             for name in missing
@@ -320,7 +193,3 @@ def check() -> list[Finding]:
     finally:
         connection.close(client)
     return found
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
