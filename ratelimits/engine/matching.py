@@ -2,29 +2,24 @@
 from the previous one by re-indexing only what changed.
 
 Endpoints that are names (a ``throttle_scope``, a URL name) are a dict lookup. Path globs
-are grouped by their literal prefix up to a ``/`` (:func:`glob_prefix`), so a request tries
-only the globs filed under one of its own path's prefixes.
+are grouped by their literal prefix up to a ``/`` (:func:`~.globs.glob_prefix`), so a request
+tries only the globs filed under one of its own path's prefixes.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import itertools
 import operator
-import re
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from ratelimits.engine.globs import Matcher, glob_matcher, glob_prefix, path_prefixes
 from ratelimits.engine.pacing import UNPACED, Pacer
 from ratelimits.engine.policy import CompiledPolicy
 
 #: Up to this many globs, a request tries each in turn: cheaper than the index's lookups.
 FEW_GLOBS = 16
-#: What makes an endpoint a glob (fnmatch's wildcards).
-_WILDCARDS = re.compile(r"[*?[]")
 
-#: A path glob as the table tries it: true when the path matches.
-Matcher = Callable[[str], object]
 #: One glob of the table: its policy's name (the order globs are answered in), its
 #: matcher, its policy.
 Glob = tuple[str, Matcher, CompiledPolicy]
@@ -32,38 +27,6 @@ Glob = tuple[str, Matcher, CompiledPolicy]
 V = TypeVar("V")
 _NAME = operator.attrgetter("name")
 _FIRST = operator.itemgetter(0)
-
-
-def glob_prefix(pattern: str) -> str:
-    """The literal part of a path glob up to its last ``/`` before the first wildcard:
-    every path the glob matches starts with it (``/api/*/items`` -> ``/api/``; ``*.json``
-    -> ``""``)."""
-    wildcard = _WILDCARDS.search(pattern)
-    literal = pattern if wildcard is None else pattern[: wildcard.start()]
-    return literal[: literal.rfind("/") + 1]
-
-
-def path_prefixes(path: str, depth: int = -1) -> list[str]:
-    """``""`` and the prefixes of ``path`` that end in ``/``, the first ``depth`` of them
-    (all with ``-1``): ``/a/b`` -> ``["", "/", "/a/"]``."""
-    found = [""]
-    slash = path.find("/")
-    while slash != -1 and depth != 0:
-        found.append(path[: slash + 1])
-        slash = path.find("/", slash + 1)
-        depth -= 1
-    return found
-
-
-def glob_matcher(pattern: str) -> Matcher:
-    """What tells whether a path matches the glob ``pattern`` (as ``fnmatch.fnmatchcase``
-    does): a glob whose only wildcard is a final ``*`` is a prefix test, one with no
-    wildcard an equality, any other a compiled regular expression (the costly kind)."""
-    if _WILDCARDS.search(pattern) is None:
-        return pattern.__eq__
-    if pattern.endswith("*") and _WILDCARDS.search(pattern, 0, len(pattern) - 1) is None:
-        return operator.methodcaller("startswith", pattern[:-1])
-    return re.compile(fnmatch.translate(pattern)).match
 
 
 class PolicyTable:

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ratelimits.engine import matching as matching_module
-from ratelimits.engine.matching import PolicyTable, glob_matcher, glob_prefix, path_prefixes
+from ratelimits.engine.globs import glob_matcher, glob_prefix, path_prefixes
+from ratelimits.engine.matching import PolicyTable
 from ratelimits.engine.policy import CompiledPolicy
 
 
