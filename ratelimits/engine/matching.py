@@ -38,7 +38,7 @@ class PolicyTable:
 
     Built with the ``previous`` table, a table re-indexes only the policies that are not
     the very objects ``previous`` holds (the source compiles again only the policies
-    that changed, :mod:`ratelimits.policy_source`), and shares the rest of its index.
+    that changed, :mod:`ratelimits.database.policy_source`), and shares the rest of its index.
     ``pacer`` paces the build (:mod:`ratelimits.engine.pacing`) one small step at a time,
     from reading the source to the last index entry. A table never changes once built.
     """

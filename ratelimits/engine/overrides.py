@@ -9,7 +9,7 @@ then its identity exactly (an address, a hashed API key; a key hashed under a
 ``SECRET_KEY_FALLBACKS`` key too, :mod:`ratelimits.engine.key_rotation`), then the
 narrowest network holding it, then the policy itself.
 
-Group membership is read when the table loads (:mod:`ratelimits.policy_source`); a user
+Group membership is read when the table loads (:mod:`ratelimits.database.policy_source`); a user
 joining or leaving an overridden group is announced like a policy edit
 (:mod:`ratelimits.receivers`), so every worker sees it within ``POLICY_REFRESH_INTERVAL``.
 """
