@@ -12,7 +12,7 @@ from django.utils.module_loading import import_string
 
 from ratelimits.conf import DEFAULTS, user_settings
 from ratelimits.engine import keys, mode
-from ratelimits.engine.store import connection
+from ratelimits.engine.store import cluster
 from ratelimits.http.proxies import parse_network
 
 _POSITIVE_NUMBERS = (
@@ -117,7 +117,7 @@ def _cluster_node_problems(nodes: Any) -> list[str]:
     problems = []
     for node in nodes:
         try:
-            connection.parse_node(node)
+            cluster.parse_node(node)
         except ValueError as e:
             problems.append(f"CLUSTER_NODES: {e}")
     return problems

@@ -11,7 +11,7 @@ narrowest network holding it, then the policy itself.
 
 Group membership is read when the table loads (:mod:`ratelimits.database.policy_source`); a user
 joining or leaving an overridden group is announced like a policy edit
-(:mod:`ratelimits.receivers`), so every worker sees it within ``POLICY_REFRESH_INTERVAL``.
+(:mod:`ratelimits.database.receivers`), so every worker sees it within ``POLICY_REFRESH_INTERVAL``.
 """
 
 from __future__ import annotations

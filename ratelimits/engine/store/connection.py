@@ -10,8 +10,9 @@ With ``RATELIMITS["CLUSTER_NODES"]`` set, the client is a ``redis.cluster.RedisC
 built from those startup nodes instead (django-redis has no cluster client), with the
 same timeouts and no retries (:mod:`ratelimits.engine.store.cluster`).
 Tools that work node by node (``SCAN``, pipelines of script calls) use
-:func:`node_clients` and :func:`node_client`; each node has its own circuit breaker
-(:func:`breaker_for`), so a dead primary costs only the requests whose keys it holds.
+:func:`node_clients` and :func:`node_client`. Each node has its own circuit breaker
+(the limiter's route picks it: :mod:`ratelimits.engine.store.route`), so a dead primary
+costs only the requests whose keys it holds.
 """
 
 from __future__ import annotations
@@ -121,13 +122,6 @@ def slot_of(client: Client, key: str) -> int:
     if isinstance(client, RedisCluster):
         return int(client.keyslot(key))
     return 0
-
-
-def breaker_for(client: Client, key: str) -> breakers.CircuitBreaker:
-    """The circuit breaker guarding the server that holds ``key``."""
-    if isinstance(client, RedisCluster):
-        return breakers.for_node(client.get_node_from_key(key).name)
-    return breakers.breaker
 
 
 def where() -> str:
