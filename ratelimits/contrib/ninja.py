@@ -156,7 +156,7 @@ async def _decide_on_the_loop(operation: Any, request: HttpRequest) -> None:
     """Decide ``operation``'s :class:`PolicyThrottle` s for ``request`` on the running loop
     (the table, the user and the call awaited), for their ``allow_request`` to read."""
     decided = {}
-    for throttle in operation.throttle_objects:
+    for throttle in getattr(operation, "throttle_objects", ()):
         if isinstance(throttle, PolicyThrottle):
             decided[throttle] = (await pipeline.arun(request, throttle.asked())).verdict
     if decided:
@@ -167,14 +167,16 @@ def _decide_async_operations_on_the_loop(operation_class: type[AsyncOperation]) 
     """Make django-ninja's async operations decide their :class:`PolicyThrottle` s on the
     loop, in the place its throttles have: after its authentication (when the operation
     has any), before its throttles, which it calls without awaiting them."""
-    run_checks = operation_class._run_checks
-    run_authentication = operation_class._run_authentication
+    run_checks = getattr(operation_class, "_run_checks", None)
+    run_authentication = getattr(operation_class, "_run_authentication", None)
+    if run_checks is None or run_authentication is None:
+        return  # a django-ninja of another shape: allow_request decides off the loop
     if getattr(run_checks, "ratelimits", False):
         return
 
     @functools.wraps(run_checks)
     async def _run_checks(self: AsyncOperation, request: HttpRequest) -> Any:
-        if not self.auth_callbacks:
+        if not getattr(self, "auth_callbacks", None):
             await _decide_on_the_loop(self, request)
         return await run_checks(self, request)
 
