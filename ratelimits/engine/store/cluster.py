@@ -33,9 +33,11 @@ class ClusterClient(RedisCluster):
     ``CLUSTER SLOTS``'."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # Set first: a client whose startup nodes all fail is closed by redis-py's
+        # __del__ after its __init__ raised.
         self._unmapped: dict[str, ClusterNode] = {}
         self._unmapped_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
 
     def get_node(
         self, host: str | None = None, port: int | None = None, node_name: str | None = None
