@@ -9,7 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from ratelimits.admin import usage
+import ratelimits.admin.usage as usage
 from ratelimits.admin.forms import field_label
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError

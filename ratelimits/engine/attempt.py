@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from ratelimits.engine import reply as replies
+import ratelimits.engine.reply as replies
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial

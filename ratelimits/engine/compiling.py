@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+import ratelimits.engine.mode as modes
+import ratelimits.engine.rules as rules
 from ratelimits import validators
-from ratelimits.engine import mode as modes
-from ratelimits.engine import rules
 from ratelimits.engine.identity import meta_key
 from ratelimits.engine.periods import NOMINAL_WINDOW, zone
 from ratelimits.engine.policy_arguments import refuse_arguments

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ratelimits.engine import algorithms
+import ratelimits.engine.algorithms as algorithms
 from ratelimits.engine.rules import SIGN_IN_FAILURES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from ratelimits.engine import calls
+import ratelimits.engine.calls as calls
 from ratelimits.engine.receipt import Receipt
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import commands, connection, errors

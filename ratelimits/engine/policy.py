@@ -11,8 +11,10 @@ import random
 import time
 from dataclasses import dataclass, field, replace
 
+import ratelimits.engine.algorithms as algorithms
+import ratelimits.engine.compiling as compiling
+import ratelimits.engine.rules as rules
 from ratelimits.conf import app_settings
-from ratelimits.engine import algorithms, compiling, rules
 from ratelimits.engine.check import Check as Check
 from ratelimits.engine.describe import describe_rate
 from ratelimits.engine.keys import build_key

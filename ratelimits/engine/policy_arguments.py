@@ -3,7 +3,7 @@ of :mod:`ratelimits.engine.rules`, as a ``ValueError`` naming the field."""
 
 from __future__ import annotations
 
-from ratelimits.engine import rules
+import ratelimits.engine.rules as rules
 from ratelimits.engine.periods import CALENDARS
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ratelimits.engine import algorithms
-from ratelimits.engine import reply as replies
+import ratelimits.engine.algorithms as algorithms
+import ratelimits.engine.reply as replies
 from ratelimits.engine.policy import Check
 
 #: The lowest status that is a failure, for ``counts``.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from ratelimits.engine import algorithms
+import ratelimits.engine.algorithms as algorithms
 
 #: The ``counts`` that spends every admitted request.
 ALL = "all"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ratelimits.engine import algorithms
+import ratelimits.engine.algorithms as algorithms
 from ratelimits.engine.periods import boundaries, zone
 
 #: Script arguments: per shard, the six ARGV slots of ``lua/decide.lua``.

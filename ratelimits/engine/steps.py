@@ -20,8 +20,8 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ratelimits.engine import calls
-from ratelimits.engine import reply as replies
+import ratelimits.engine.calls as calls
+import ratelimits.engine.reply as replies
 from ratelimits.engine.policy import Check
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection

@@ -37,8 +37,8 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.signals import setting_changed
 
+import ratelimits.engine.table_builds as builds
 from ratelimits.conf import app_settings
-from ratelimits.engine import table_builds as builds
 from ratelimits.engine.denials import clear as clear_denials
 from ratelimits.engine.matching import PolicyTable
 from ratelimits.engine.table_builds import PolicySource, load_table

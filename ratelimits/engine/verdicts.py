@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import ratelimits.engine.reply as replies
 from ratelimits.conf import app_settings
-from ratelimits.engine import reply as replies
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.policy import Check
 from ratelimits.engine.reminders import Reminder

@@ -12,8 +12,10 @@ from asgiref.sync import iscoroutinefunction
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+import ratelimits.contrib.django_ratelimit.keys as keys
+import ratelimits.contrib.django_ratelimit.policies as policies
+import ratelimits.contrib.django_ratelimit.rates as rates
 from ratelimits.conf import app_settings
-from ratelimits.contrib.django_ratelimit import keys, policies, rates
 from ratelimits.contrib.django_ratelimit.exceptions import exception_class
 from ratelimits.contrib.django_ratelimit.spec import (
     SPEC_ATTRIBUTE,

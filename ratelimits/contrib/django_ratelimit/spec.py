@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ratelimits.contrib.django_ratelimit import naming
+import ratelimits.contrib.django_ratelimit.naming as naming
 
 #: The attribute a decorated view carries: the spec of its outermost ``@ratelimit``.
 SPEC_ATTRIBUTE = "django_ratelimit_spec"

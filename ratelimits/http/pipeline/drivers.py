@@ -9,11 +9,11 @@ from typing import Any, TypeVar
 
 from django.utils.functional import LazyObject, empty
 
+import ratelimits.http.pipeline.core as core
 from ratelimits import signals
 from ratelimits.engine.limiter import adecide, decide
 from ratelimits.engine.table import aget_table, get_table
 from ratelimits.http import responses
-from ratelimits.http.pipeline import core
 
 T = TypeVar("T")
 

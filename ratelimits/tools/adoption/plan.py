@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from ratelimits.tools.adoption import rows as policy_rows
+import ratelimits.tools.adoption.rows as policy_rows
 from ratelimits.tools.adoption.endpoints import NoEndpoint, choose_endpoint
 from ratelimits.tools.adoption.outcome import Adopted, AdoptionPlan, Skipped
 from ratelimits.tools.adoption.specs import SpecRows, adopt_specs
