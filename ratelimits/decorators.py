@@ -44,10 +44,7 @@ def ratelimit(
                     return await view(request, *args, **kwargs)
                 if passage.refusal is not None:
                     return passage.refusal
-                with afterwards.watching(request):
-                    response = await view(request, *args, **kwargs)
-                afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
-                return response
+                return await afterwards.aserved(request, view, *args, **kwargs)
 
             return _marked(limited_async, scope, cost)
 
@@ -58,10 +55,7 @@ def ratelimit(
                 return view(request, *args, **kwargs)
             if passage.refusal is not None:
                 return passage.refusal
-            with afterwards.watching(request):
-                response = view(request, *args, **kwargs)
-            afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
-            return response
+            return afterwards.served(request, view, *args, **kwargs)
 
         return _marked(limited, scope, cost)
 

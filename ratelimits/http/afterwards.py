@@ -120,6 +120,23 @@ def watching(request: Any) -> Iterator[None]:
         raise
 
 
+def served(request: Any, view: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """The response of ``view`` to ``request``, which a face admitted: watched
+    (:func:`watching`) and its status noted (:func:`saw`)."""
+    with watching(request):
+        response = view(request, *args, **kwargs)
+    saw(request, getattr(response, "status_code", SERVER_ERROR))
+    return response
+
+
+async def aserved(request: Any, view: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """:func:`served` for a coroutine view."""
+    with watching(request):
+        response = await view(request, *args, **kwargs)
+    saw(request, getattr(response, "status_code", SERVER_ERROR))
+    return response
+
+
 def went_away(request: Any) -> None:
     """The client left before a response (ASGI cancelled the request): give the slots
     back without waiting; units of counting policies stay spent.

@@ -78,10 +78,7 @@ def ratelimit(
                     return refusal
                 if passage.verdict is None:
                     return await fn(request, *args, **kwargs)
-                with afterwards.watching(request):
-                    response = await fn(request, *args, **kwargs)
-                afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
-                return response
+                return await afterwards.aserved(request, fn, *args, **kwargs)
 
             return _marked(limited_async, fn, spec)
 
@@ -97,10 +94,7 @@ def ratelimit(
                 return refusal
             if passage.verdict is None:
                 return fn(request, *args, **kwargs)
-            with afterwards.watching(request):
-                response = fn(request, *args, **kwargs)
-            afterwards.saw(request, getattr(response, "status_code", afterwards.SERVER_ERROR))
-            return response
+            return afterwards.served(request, fn, *args, **kwargs)
 
         return _marked(limited, fn, spec)
 
