@@ -3,11 +3,11 @@ written like an import (validated, in one transaction, announced to every worker
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ratelimits.cli.common import file_format, write_document
 from ratelimits.contrib import django_ratelimit
 from ratelimits.models import Policy
 from ratelimits.tools import adoption, policy_files
@@ -20,7 +20,7 @@ def django_ratelimit_rows(spec: Any) -> list[dict[str, Any]]:
 
 def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
     mode, dry_run, output = options["mode"], options["dry_run"], options["output"]
-    fmt = _format(output, options["format"])
+    fmt = file_format(output, options["format"])
     found = adoption.plan_adoption(
         mode, spec_rows=django_ratelimit_rows, specs_of=django_ratelimit.specs_of
     )
@@ -43,7 +43,8 @@ def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
             f"{len(plan.unchanged)} unchanged ({mode})."
         )
     if output is not None:
-        _write(command, output, document)
+        if write_document(command, output, document):
+            command.stdout.write(f"Wrote the plan as a policy file to {output}.")
     elif dry_run:
         command.stdout.write(f"\nThe same plan as a policy file ({fmt}; `import` accepts it):")
         command.stdout.write(document, ending="")
@@ -79,21 +80,3 @@ def _rate(row: dict[str, Any]) -> str:
         f"{algorithm}, {row.get('limit')} per {row.get('window')} s per {key}, "
         f"endpoint {row.get('endpoint')}, {row.get('mode')}"
     )
-
-
-def _write(command: BaseCommand, output: str, document: str) -> None:
-    if output == "-":
-        command.stdout.write(document, ending="")
-        return
-    try:
-        Path(output).write_text(document, encoding="utf-8")
-    except OSError as e:
-        raise CommandError(f"Cannot write {output}: {e.strerror or e}.") from None
-    command.stdout.write(f"Wrote the plan as a policy file to {output}.")
-
-
-def _format(path: str | None, explicit: str | None) -> str:
-    try:
-        return policy_files.detect_format(path, explicit)
-    except policy_files.PolicyFileError as e:
-        raise CommandError(str(e)) from None

@@ -1,14 +1,16 @@
-"""What several subcommands need: finding a policy by name, reading an identity argument."""
+"""What several subcommands need: finding a policy by name, reading an identity argument,
+a policy file's format and where it goes."""
 
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 
 from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.tools import inventory
+from ratelimits.tools import inventory, policy_files
 from ratelimits.tools.identities import identity_from_text, previous_identities
 
 
@@ -59,3 +61,25 @@ def previous_identities_option(options: dict[str, Any]) -> tuple[str, ...]:
     matches one, and the client's keys counted before it are named by one."""
     text = options.get("identity")
     return () if text is None else previous_identities(text)
+
+
+def file_format(path: str | None, explicit: str | None) -> str:
+    """The policy file format of ``path`` (``explicit``, else its suffix); a
+    ``CommandError`` when neither says."""
+    try:
+        return policy_files.detect_format(path, explicit)
+    except policy_files.PolicyFileError as e:
+        raise CommandError(str(e)) from None
+
+
+def write_document(command: BaseCommand, path: str | None, document: str) -> bool:
+    """Write ``document`` to the file ``path``: True; to stdout when ``path`` is ``-`` or
+    ``None``: False. A file that cannot be written is a ``CommandError``."""
+    if path in (None, "-"):
+        command.stdout.write(document, ending="")
+        return False
+    try:
+        Path(path).write_text(document, encoding="utf-8")
+    except OSError as e:
+        raise CommandError(f"Cannot write {path}: {e.strerror or e}.") from None
+    return True

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
 from ratelimits.cli import output
+from ratelimits.cli.common import file_format, write_document
 from ratelimits.cli.prompt import confirm
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools import policy_files
@@ -78,19 +79,14 @@ def run_policies(command: BaseCommand, options: dict[str, Any]) -> None:
 
 def run_export(command: BaseCommand, options: dict[str, Any]) -> None:
     path = options["file"]
-    fmt = _format(path, options["format"])
+    fmt = file_format(path, options["format"])
     policies = list(Policy.objects.order_by("name"))
     try:
         document = policy_files.dump_policies(policies, fmt)
     except policy_files.PolicyFileError as e:
         raise CommandError(f"Nothing exported: {e}") from None
-    if path in (None, "-"):
-        command.stdout.write(document, ending="")
+    if not write_document(command, path, document):
         return
-    try:
-        Path(path).write_text(document, encoding="utf-8")
-    except OSError as e:
-        raise CommandError(f"Cannot write {path}: {e.strerror or e}.") from None
     overrides = sum(len(policy.overrides.all()) for policy in policies)  # prefetched
     counted = f" with {overrides} overrides" if overrides else ""
     command.stdout.write(f"Exported {len(policies)} policies{counted} to {path} ({fmt}).")
@@ -98,7 +94,7 @@ def run_export(command: BaseCommand, options: dict[str, Any]) -> None:
 
 def run_import(command: BaseCommand, options: dict[str, Any]) -> None:
     path = options["file"]
-    fmt = _format(path, options["format"])
+    fmt = file_format(path, options["format"])
     source = "stdin" if path == "-" else path
     try:
         content = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
@@ -207,10 +203,3 @@ def _override_text(override: PolicyOverride, policy: Policy) -> str:
     rate at the policy's window as the file has it (never a secret: only hashes exist);
     for a concurrency policy ``3 at once, lease 60 s``."""
     return f"{override.target_display}: {override.rate_under(policy)}"
-
-
-def _format(path: str | None, explicit: str | None) -> str:
-    try:
-        return policy_files.detect_format(path, explicit)
-    except policy_files.PolicyFileError as e:
-        raise CommandError(str(e)) from None
