@@ -29,12 +29,9 @@ _seen: dict[str, tuple[PolicyTable, CompiledPolicy | None]] = {}
 def policy_for(spec: Spec) -> CompiledPolicy | None:
     """The enabled policy ``spec`` is decided by; ``None`` when it is disabled."""
     table = get_table()
-    found = table.get(spec.policy_name)
-    if found is not None:
-        return found
-    held = _seen.get(spec.policy_name)
-    if held is not None and held[0] is table:
-        return held[1]
+    known = _known(spec, table)
+    if known is not _UNKNOWN:
+        return known  # type: ignore[return-value]
     return _remember(spec, table, _compiled(written(spec)))
 
 
@@ -42,13 +39,26 @@ async def apolicy_for(spec: Spec) -> CompiledPolicy | None:
     """:func:`policy_for` from a coroutine: the database is read in a thread only when
     the table does not hold the policy."""
     table = await aget_table()
+    known = _known(spec, table)
+    if known is not _UNKNOWN:
+        return known  # type: ignore[return-value]
+    return _remember(spec, table, await sync_to_async(_read)(spec))
+
+
+#: What :func:`_known` gives for a policy neither the table holds nor was read for it.
+_UNKNOWN = object()
+
+
+def _known(spec: Spec, table: PolicyTable) -> CompiledPolicy | object | None:
+    """``spec``'s policy as ``table`` holds it, or as it was read while ``table`` was the
+    worker's (``None``: disabled); :data:`_UNKNOWN` when it is neither."""
     found = table.get(spec.policy_name)
     if found is not None:
         return found
     held = _seen.get(spec.policy_name)
     if held is not None and held[0] is table:
         return held[1]
-    return _remember(spec, table, await sync_to_async(_read)(spec))
+    return _UNKNOWN
 
 
 def written(spec: Spec) -> Policy:
