@@ -152,18 +152,12 @@ def _read_override(
         problems.append(f"{named[0]}: must be a name, not {describe(entry[named[0]])}.")
     else:
         kind, text = named[0], entry[named[0]]
-        if kind == "user":
-            user = targets.users.get(text)
-            if user is None:
-                problems.append(f"user: there is no user {text!r}.")
+        if kind in ("user", "group"):
+            found = (targets.users if kind == "user" else targets.groups).get(text)
+            if found is None:
+                problems.append(f"{kind}: there is no {kind} {text!r}.")
             else:
-                target, shown, values["user"] = ("user", user.pk), repr(text), user
-        elif kind == "group":
-            group = targets.groups.get(text)
-            if group is None:
-                problems.append(f"group: there is no group {text!r}.")
-            else:
-                target, shown, values["group"] = ("group", group.pk), repr(text), group
+                target, shown, values[kind] = (kind, found.pk), repr(text), found
         else:
             try:
                 stored = override_identity.normalize(text, policy.key or "")
