@@ -13,7 +13,7 @@ from django.core.exceptions import ValidationError
 from ratelimits.engine import override_identity
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.policy_files.errors import PolicyFileError, describe, validation_lines
-from ratelimits.tools.policy_files.plans import OverridePlan
+from ratelimits.tools.policy_files.plans import OverridePlan, file_under
 from ratelimits.tools.policy_files.schema import (
     OVERRIDE_FIELDS,
     OVERRIDE_TARGETS,
@@ -99,14 +99,7 @@ def plan_overrides(
         except ValidationError as e:
             problems.extend(f"{where}: {line}" for line in validation_lines(e))
             continue
-        if before is None:
-            plan.created.append(override)
-            continue
-        changed = [name for name in OVERRIDE_VALUES if getattr(override, name) != before[name]]
-        if changed:
-            plan.updated.append((override, changed))
-        else:
-            plan.unchanged.append(override)
+        file_under(plan, override, before, OVERRIDE_VALUES)
     plan.deleted = list(remaining.values())
     return plan, problems
 

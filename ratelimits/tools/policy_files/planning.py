@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.policy_files.errors import PolicyFileError, describe, validation_lines
 from ratelimits.tools.policy_files.overrides import OverrideTargets, plan_overrides
-from ratelimits.tools.policy_files.plans import ImportPlan, OverridePlan
+from ratelimits.tools.policy_files.plans import ImportPlan, OverridePlan, file_under
 from ratelimits.tools.policy_files.rows import RowValues, policy_defaults, read_row
 from ratelimits.tools.policy_files.schema import FIELDS, OVERRIDES, policy_row
 
@@ -77,7 +77,7 @@ def _plan_row(
     if read.problems:
         label = _row_label(number, name)
         return [f"{label}: {problem}" for problem in read.problems]
-    _add_policy(plan, policy, before)
+    file_under(plan, policy, before, FIELDS)
     if overrides is not None:
         plan.overrides[policy.name] = overrides
     return []
@@ -140,18 +140,6 @@ def _row_overrides(
     overrides, problems = plan_overrides(row[OVERRIDES], policy, stored_overrides, stored.targets)
     read.problems.extend(problems)
     return overrides
-
-
-def _add_policy(plan: ImportPlan, policy: Policy, before: dict[str, Any] | None) -> None:
-    """``policy`` in ``plan`` as created, updated (with the fields that change) or unchanged."""
-    if before is None:
-        plan.created.append(policy)
-        return
-    changed = [name for name in FIELDS if getattr(policy, name) != before[name]]
-    if changed:
-        plan.updated.append((policy, changed))
-    else:
-        plan.unchanged.append(policy)
 
 
 def _plan_pruning(plan: ImportPlan, stored: _Stored, *, named: Container[str]) -> None:

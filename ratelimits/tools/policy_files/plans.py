@@ -3,7 +3,9 @@ and delete, worked out before anything is written."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ratelimits.models import Policy, PolicyOverride
 
@@ -64,3 +66,21 @@ class ImportPlan:
             sum(len(found.updated) for found in plans),
             sum(len(found.deleted) for found in plans),
         )
+
+
+def file_under(
+    plan: OverridePlan | ImportPlan,
+    row: Any,
+    before: dict[str, Any] | None,
+    fields: Iterable[str],
+) -> None:
+    """``row`` in ``plan`` as created (nothing ``before``), updated (with the ``fields``
+    whose values change) or unchanged."""
+    if before is None:
+        plan.created.append(row)
+        return
+    changed = [name for name in fields if getattr(row, name) != before[name]]
+    if changed:
+        plan.updated.append((row, changed))
+    else:
+        plan.unchanged.append(row)
