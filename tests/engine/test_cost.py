@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ratelimits.engine import limiter, verdicts
 from ratelimits.engine.decision import Decision
 from ratelimits.testutils import reset_state
-from tests.helpers import IDENTITY, policy, remind_on
+from tests.helpers import IDENTITY, assert_said_once_a_minute, policy, remind_on
 
 pytestmark = pytest.mark.usefixtures("backend")
 
@@ -124,12 +124,7 @@ def test_a_cost_above_the_capacity_is_said_again_each_minute(monkeypatch, caplog
         return sum("can never grant" in m for m in caplog.messages)
 
     with caplog.at_level(logging.WARNING, logger="ratelimits"):
-        assert said() == 1
-        clock.now += 59.9
-        assert said() == 1
-        clock.now += 0.1
-        assert said() == 2
-        assert said() == 2
+        assert_said_once_a_minute(said, clock)
 
 
 def test_a_bucket_capacity_is_its_burst():

@@ -67,6 +67,7 @@ from tests.helpers.redis_setup import (
 )
 from tests.helpers.reminders import (
     ManualClock,
+    assert_said_once_a_minute,
     remind_on,
 )
 from tests.helpers.waiting import wait_clear_of_window_boundary, wait_until
@@ -84,6 +85,7 @@ __all__ = [
     "OverrideSite",
     "Terminal",
     "assert_bounded",
+    "assert_said_once_a_minute",
     "caches_at",
     "cells",
     "commands_sent",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,3 +26,15 @@ def remind_on(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> Manual
     clock = ManualClock()
     monkeypatch.setattr(module, name, Reminder(clock=clock))
     return clock
+
+
+def assert_said_once_a_minute(said: Callable[[], int], clock: ManualClock) -> None:
+    """``said()`` makes the warning's cause happen once more and counts its lines so far:
+    the first is said at once, not again within the minute, again at the minute, and
+    once only then."""
+    assert said() == 1
+    clock.now += 59.9
+    assert said() == 1
+    clock.now += 0.1
+    assert said() == 2
+    assert said() == 2
