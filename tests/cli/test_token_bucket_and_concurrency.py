@@ -19,7 +19,9 @@ def test_a_token_bucket_key_through_keys_inspect_and_reset(redis_client):
     hit(bucket, V4, times=3)  # 3 of a burst of 4; one unit frees every 30 s
     record = by_key(run_json("keys"))[bucket.key_for(V4)]
     assert (record["algorithm"], record["limit"], record["remaining"]) == ("token_bucket", 2, 1)
-    assert record["count"] == pytest.approx(3, abs=0.01)
+    # a unit frees every 30 s, so the count drifts down by 0.033 per second between the hits
+    # and the read; 0.1 allows three seconds of a slow machine and still tells 3 from 2 or 4
+    assert record["count"] == pytest.approx(3, abs=0.1)
     assert 85 < record["ttl"] <= 90  # empty again three intervals from now
     assert record["memory"] == redis_client.memory_usage(bucket.key_for(V4))
 
