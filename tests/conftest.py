@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import platform
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +161,7 @@ def _policy_table_source(request: pytest.FixtureRequest) -> Iterator[None]:
     deadlock."""
     from ratelimits.database import policy_source
     from ratelimits.engine import table
+    from ratelimits.engine.table_keeper import keeper
 
     marker = request.node.get_closest_marker("django_db")
     committed = "transactional_db" in request.fixturenames or bool(
@@ -169,6 +169,4 @@ def _policy_table_source(request: pytest.FixtureRequest) -> Iterator[None]:
     )
     table.set_source(policy_source.load, policy_source.close_connections, in_background=committed)
     yield
-    for thread in threading.enumerate():
-        if thread.name == "ratelimits-policy-table":
-            thread.join(30)
+    keeper.wait_idle(30)

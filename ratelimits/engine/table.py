@@ -2,21 +2,21 @@
 :mod:`ratelimits.engine.matching`) with no database query.
 
 Each worker keeps the enabled policies compiled in memory. At most every
-``POLICY_REFRESH_INTERVAL`` seconds a request checks a version stamp in Redis (one
-``GET``, amortised over every request in that interval); when the stamp moved, or the
-table is older than ``POLICY_MAX_AGE``, a new table is built from the source (the
-database: :mod:`ratelimits.database.policy_source`, which ``AppConfig.ready()`` plugs in
-with :func:`set_source`) in a background thread, one build at a time, and swapped in
-whole when ready: requests meanwhile are served the table held, and none waits for the
-database. A committed change, and a reset of counters, writes a new random stamp
-(:func:`mark_changed`, called by :mod:`ratelimits.database.announcements`), so every
+``POLICY_REFRESH_INTERVAL`` seconds a request hands a check to the worker's keeper thread
+(:mod:`~ratelimits.engine.table_keeper`) and goes on with the table held. The check reads
+a version stamp in Redis (one ``GET``, amortised over every request in that interval);
+when the stamp moved, or the table is older than ``POLICY_MAX_AGE``, the keeper builds a
+new table from the source (the database: :mod:`ratelimits.database.policy_source`, which
+``AppConfig.ready()`` plugs in with :func:`set_source`), one build at a time, and swaps
+it in whole when ready: requests meanwhile are served the table held, and none waits for
+Redis or the database. A committed change, and a reset of counters, writes a new random
+stamp (:func:`mark_changed`, called by :mod:`ratelimits.database.announcements`), so every
 worker enforces it within ``POLICY_REFRESH_INTERVAL`` seconds and the build's time, even
-after Redis lost its data; the process that made the change starts its background build
-at once.
+after Redis lost its data; the process that made the change starts its build at once.
 
 A build is cheap and paced. The source compiles only the policies changed since its
 previous load, and a new table re-indexes only those, sharing the rest with the table
-held; the background thread gives the GIL away between small steps
+held; the keeper thread gives the GIL away between small steps
 (:mod:`ratelimits.engine.pacing`), so a request never waits long for a build in its own
 process. A request builds the table itself only when none is fit to serve: a worker's
 first request, and an idle worker's check (none for two intervals: its table may be any
@@ -77,10 +77,10 @@ def set_source(
 def get_table() -> PolicyTable:
     """The current table.
 
-    At most every ``POLICY_REFRESH_INTERVAL`` a request checks the version stamp; when it
-    moved, or the table is older than ``POLICY_MAX_AGE``, a new table is built in a
-    background thread and swapped in when ready, while this request and the next ones
-    are served the table held. The table is built here, before returning, only when
+    At most every ``POLICY_REFRESH_INTERVAL`` a request hands the keeper thread a check of
+    the version stamp; when it moved, or the table is older than ``POLICY_MAX_AGE``, the
+    keeper builds a new table and swaps it in when ready, while this request and the next
+    ones are served the table held. The table is built here, before returning, only when
     there is none (the first request) or when the previous check is more than two
     intervals old (an idle worker)."""
     now = time.monotonic()
@@ -99,25 +99,59 @@ def get_table() -> PolicyTable:
 
 
 async def aget_table() -> PolicyTable:
-    """:func:`get_table` for coroutines. The table held is returned at once; the
-    periodic check (a Redis read, at most every ``POLICY_REFRESH_INTERVAL``) and any
-    build run in a worker thread, where the database may be used."""
-    table = cache.fresh_table(time.monotonic())
+    """:func:`get_table` for coroutines. The table held is returned at once, and a due
+    check is handed to the keeper thread from the loop. Only a build the request must
+    wait for (a worker's first table, an idle worker's) runs in a worker thread, where
+    the database may be used."""
+    now = time.monotonic()
+    table = cache.fresh_table(now)
+    if table is not None:
+        return table
+    table = _check_without_waiting(now)
     if table is not None:
         return table
     return await sync_to_async(get_table)()
 
 
+def _check_without_waiting(now: float) -> PolicyTable | None:
+    """The table to serve when the check due needs no I/O in this thread (it is handed to
+    the keeper thread, or a build is under way); ``None`` when the caller must wait in a
+    thread that may: no table yet, an idle worker, a source only the request's thread
+    may read, or the lock held by another thread (which may be building)."""
+    if not cache.lock.acquire(blocking=False):
+        return None
+    try:
+        table = cache.fresh_table(now)
+        if table is not None:
+            return table
+        held = cache.table
+        handed_over = builds.in_background() and _on_time(now)
+        if held is None or not (handed_over or cache.build_under_way(now)):
+            return None
+        return _check(held, now)
+    finally:
+        cache.lock.release()
+
+
+def _on_time(now: float) -> bool:
+    """The previous check is less than two intervals old (the worker was not idle)."""
+    return now - cache.checked_at < 2 * float(app_settings.POLICY_REFRESH_INTERVAL)
+
+
 def _check(held: PolicyTable, now: float) -> PolicyTable:
-    """The periodic check, the lock held: the table to serve. When the stamp moved, or
-    ``held`` is too old, a background build starts (unless one is under way); an idle
-    worker's table, of unknown age, is rebuilt here instead, and until then the other
-    requests wait for this check too (the table does not look checked)."""
-    on_time = now - cache.checked_at < 2 * float(app_settings.POLICY_REFRESH_INTERVAL)
+    """The periodic check, the lock held: the table to serve. On time, the check is
+    handed to the keeper thread, which reads the stamp and builds a new table when it
+    moved or ``held`` is too old; this request and the next ones are served ``held``. An
+    idle worker's table, of unknown age, is checked and rebuilt here instead, and until
+    then the other requests wait for this check too (the table does not look checked)."""
+    on_time = _on_time(now)
     if on_time:  # the other requests are served the table held meanwhile
         cache.checked_at = now
     if cache.build_under_way(now):
         cache.checked_at = now
+        return held
+    if builds.in_background() and on_time:
+        builds.start_background_check(cache.version, now)
         return held
     version = read_version(cache.version)
     moved = version != cache.version
@@ -127,9 +161,6 @@ def _check(held: PolicyTable, now: float) -> PolicyTable:
         clear_denials()
     if not moved and now - cache.loaded_at < float(app_settings.POLICY_MAX_AGE):
         cache.checked_at = now
-        return held
-    if builds.in_background() and on_time:
-        builds.start_background_build(version, now)
         return held
     return builds.build_here(version, now, held)
 

@@ -1,5 +1,6 @@
-"""Building the policy table from its source: in the request's thread when there is no
-table fit to serve, otherwise in a background thread, one build at a time, paced
+"""Checking and building the policy table: in the request's thread when there is no
+table fit to serve, otherwise in this process's keeper thread
+(:mod:`~ratelimits.engine.table_keeper`), one build at a time, paced
 (:mod:`ratelimits.engine.pacing`) and swapped into :data:`~.table_cache.cache` whole.
 
 The source (the database: :mod:`ratelimits.database.policy_source`) is plugged in by
@@ -7,16 +8,19 @@ The source (the database: :mod:`ratelimits.database.policy_source`) is plugged i
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 
+from ratelimits.conf import app_settings
 from ratelimits.engine.denials import clear as clear_denials
 from ratelimits.engine.matching import PolicyTable
 from ratelimits.engine.pacing import UNPACED, Pacer, paced_by
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.table_cache import cache
+from ratelimits.engine.table_keeper import keeper
+from ratelimits.engine.table_version import read_version
 from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
@@ -102,31 +106,64 @@ def rebuild_in_background(version: bytes | None, now: float) -> None:
 
 
 def start_background_build(version: bytes | None, now: float) -> None:
-    """Start building the table for ``version`` in a daemon thread, the lock held."""
+    """Start building the table for ``version`` in the keeper thread, the lock held."""
+    _start(_build_in_background, version, now)
+
+
+def start_background_check(known: bytes | None, now: float) -> None:
+    """Start the periodic check in the keeper thread, the lock held: it reads the version
+    stamp (``known`` is the one the table was built for) and builds a new table when the
+    stamp moved or the table is older than ``POLICY_MAX_AGE``. The request that starts
+    it waits for neither the read nor the build."""
+    _start(_check_in_background, known, now)
+
+
+def _start(
+    target: Callable[[int, bytes | None, float], None], version: bytes | None, now: float
+) -> None:
+    """Run ``target(build, version, now)`` in the keeper thread as the build under way."""
     build = cache.start_build()
-    thread = threading.Thread(
-        target=_build_in_background,
-        args=(build, version, now),
-        name="ratelimits-policy-table",
-        daemon=True,
-    )
     cache.building, cache.building_since = build, now
     try:
-        thread.start()
+        keeper.submit(functools.partial(target, build, version, now))
     except RuntimeError as e:  # no thread to be had: the next check tries again
         cache.building = None
         logger.warning("ratelimits: could not start rebuilding the policy table (%s).", e)
 
 
+def _check_in_background(build: int, known: bytes | None, checked_at: float) -> None:
+    """The keeper thread's periodic check: read the stamp, and build when it moved
+    or the table is too old. Otherwise the table is kept, and the thread goes on only to
+    a rebuild asked for meanwhile (:func:`rebuild_in_background`)."""
+    after: tuple[int, bytes | None, float] | None = None
+    try:
+        version = read_version(known)
+        moved = version != known
+        if moved:
+            clear_denials()  # counters may have been reset: not only once the table is ready
+        if moved or checked_at - cache.loaded_at >= float(app_settings.POLICY_MAX_AGE):
+            after = (build, version, checked_at)
+        else:
+            with cache.lock:
+                after = _next_build(build)
+    finally:
+        if after is None:
+            with cache.lock:
+                if cache.building == build:
+                    cache.building = None
+    if after is not None:
+        _build_in_background(*after)
+
+
 def _build_in_background(build: int, version: bytes | None, checked_at: float) -> None:
-    """The background thread: build the table, paced (:mod:`ratelimits.engine.pacing`),
+    """The keeper thread's build: build the table, paced (:mod:`ratelimits.engine.pacing`),
     and swap it in; then the rebuild asked for meanwhile, if any. A failure keeps the
     table in use; the next check tries again (the stamp still differs from the one held,
     or the table is still too old)."""
     try:
         while True:
             with paced_by(Pacer()) as pacer:
-                pacer.rest()  # the thread that started this one goes on first
+                pacer.rest()  # the request that handed the build over goes on first
                 table = _load_or_warn(pacer)
             with cache.lock:
                 swapped = table is not None and cache.swap_in(build, table, version, checked_at)

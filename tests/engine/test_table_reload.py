@@ -26,12 +26,13 @@ from ratelimits.engine import denials, limiter, table
 from ratelimits.engine.keys import version_key
 from ratelimits.engine.policy import CompiledPolicy
 from ratelimits.engine.table_cache import cache
+from ratelimits.engine.table_keeper import THREAD_NAME, keeper
 from ratelimits.models import Policy
 from tests.helpers import IDENTITY, make_policy, policy, wait_until
 
 #: Long enough that no check falls due unless a test makes it due.
 INTERVAL = 30.0
-BUILDER = "ratelimits-policy-table"
+BUILDER = THREAD_NAME
 CALLER = threading.current_thread().name
 
 
@@ -98,9 +99,7 @@ def check_due(intervals: float = 1.0) -> None:
 
 
 def builds_done() -> None:
-    for thread in threading.enumerate():
-        if thread.name == BUILDER:
-            thread.join(10)
+    assert keeper.wait_idle(10)
 
 
 def test_the_first_table_is_built_by_the_first_request(source):
@@ -124,9 +123,11 @@ def test_requests_keep_the_table_while_a_new_one_builds_then_get_it(source, redi
     hold = source.hold_next()
     another_worker_changed_a_policy(redis_client)
     check_due()
-    assert table.get_table() is old  # it started the build, and did not wait for it
-    assert denials.size() == 0  # counters may have been reset: the denials go at once
+    assert table.get_table() is old  # it handed the check over, and did not wait for it
     assert source.entered.wait(10)
+    # Counters may have been reset: the denials went when the check read the stamp,
+    # before the new table is ready.
+    assert denials.size() == 0
     check_due()
     assert table.get_table() is old  # a build is under way: neither waits nor starts one
     assert source.calls == [CALLER, BUILDER]
@@ -137,6 +138,32 @@ def test_requests_keep_the_table_while_a_new_one_builds_then_get_it(source, redi
     assert denials.size() == 0
     assert source.calls == [CALLER, BUILDER]
     assert source.released == [BUILDER]
+
+
+def test_a_due_check_reads_the_stamp_in_the_keeper_thread_not_the_requests(
+    source, redis_client, settings
+):
+    """The request that finds a check due hands it over and is served at once: with
+    Redis holding every command for 2 s (within the socket timeout), it returns the table
+    held while the keeper still waits for the stamp; the change is built once Redis
+    answers."""
+    settings.RATELIMITS = {**settings.RATELIMITS, "SOCKET_TIMEOUT": 10}
+    old = table.get_table()
+    source.names = ["b"]
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+    redis_client.execute_command("CLIENT", "PAUSE", 2000, "ALL")
+    try:
+        started = time.monotonic()
+        assert table.get_table() is old
+        assert time.monotonic() - started < 1.0  # Redis answered nothing meanwhile
+        assert not keeper.wait_idle(0)  # the keeper is still waiting for Redis
+        assert table.get_table() is old  # and the next request is not held either
+    finally:
+        redis_client.execute_command("CLIENT", "UNPAUSE")
+    builds_done()
+    assert names(table.get_table()) == ["b"]
+    assert source.calls == [CALLER, BUILDER]
 
 
 def test_many_requests_during_a_build_start_no_other(source, redis_client):
@@ -293,6 +320,24 @@ def test_requests_during_an_idle_workers_rebuild_wait_for_it(source, redis_clien
     first.join(10)
     second.join(10)
     assert [names(found) for found in served] == [["b"], ["b"]]
+
+
+def test_a_coroutine_hands_a_due_check_over_from_the_loop(source, redis_client, monkeypatch):
+    """:func:`table.aget_table` with a check due: handed to the keeper thread from the
+    event loop, with no hop to a worker thread; the change is built there."""
+    old = table.get_table()
+    source.names = ["b"]
+    another_worker_changed_a_policy(redis_client)
+    check_due()
+
+    def no_thread(*args, **kwargs):
+        raise AssertionError("the coroutine hopped to a worker thread")
+
+    monkeypatch.setattr(table, "sync_to_async", no_thread)
+    assert async_to_sync(table.aget_table)() is old
+    builds_done()
+    assert names(async_to_sync(table.aget_table)()) == ["b"]
+    assert source.calls == [CALLER, BUILDER]
 
 
 def test_coroutines_during_an_idle_workers_rebuild_wait_for_it(source, redis_client):
