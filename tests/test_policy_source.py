@@ -90,3 +90,59 @@ def test_a_policy_this_machine_cannot_compile_is_left_out_and_the_rest_still_loa
     assert "Mars/Olympus_Mons" in caplog.text
     Policy.objects.filter(name="quota").update(time_zone="Europe/Berlin")
     assert by_name()["quota"].time_zone == "Europe/Berlin"
+
+
+def test_overrides_load_with_their_users_and_groups_in_separate_queries(
+    alice, django_assert_num_queries
+):
+    from django.contrib.auth.models import Group
+
+    partners = Group.objects.create(name="partners")
+    alice.groups.add(partners)
+    policy = make_policy("a")
+    PolicyOverride.objects.create(policy=policy, user=alice, limit=50)
+    PolicyOverride.objects.create(policy=policy, group=partners, limit=70)
+    PolicyOverride.objects.create(policy=policy, identity="ip:192.0.2.9", exempt=True)
+    # any override? the rows; their users; their groups; the groups' members; the policies
+    with django_assert_num_queries(6):
+        [loaded] = policy_source.load()
+    assert loaded.for_client(str(alice.pk), "ip:192.0.2.1").limit == 50
+    assert loaded.overrides is not None and loaded.overrides.users[str(alice.pk)].override == (
+        f"user {alice}"
+    )
+    (members, rule), *_ = loaded.overrides.groups
+    assert members == {str(alice.pk)} and rule.limit == 70 and rule.override == "group partners"
+    assert loaded.for_client("nobody", "ip:192.0.2.9") is None  # exempt
+
+
+def test_an_override_whose_user_is_deleted_between_the_queries_is_left_out(alice):
+    policy = make_policy("a")
+    PolicyOverride.objects.create(policy=policy, user=alice, limit=50)
+    PolicyOverride.objects.create(policy=policy, identity="ip:192.0.2.9", limit=9)
+    rows = list(PolicyOverride.objects.order_by("pk"))
+    alice.delete()  # the database cascades; the rows read before still name her
+    kept = policy_source._with_targets(rows, "default")
+    assert [row.identity for row in kept] == ["ip:192.0.2.9"]
+
+
+def test_a_load_with_no_override_compiles_no_query_after_the_first(monkeypatch, settings):
+    """The policies' query and the override check are compiled once per connection: a
+    background build only executes them (a compile is one long step it cannot pace)."""
+    from django.db.models.sql.query import Query
+
+    make_policy("a")
+    list(policy_source.load())  # the first load compiles
+    make_policy("b")
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("a query was compiled again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Query, "get_compiler", no_compile)
+        assert [p.name for p in policy_source.load()] == ["a", "b"]
+    settings.TIME_ZONE = "Europe/Paris"  # a setting may change the SQL: compiled again
+    with monkeypatch.context() as patched:
+        patched.setattr(Query, "get_compiler", no_compile)
+        with pytest.raises(AssertionError, match="compiled again"):
+            list(policy_source.load())
+    assert [p.name for p in policy_source.load()] == ["a", "b"]

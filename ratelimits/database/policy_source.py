@@ -1,29 +1,31 @@
 """The policy table's source: the enabled ``Policy`` rows and their overrides, compiled.
 
 ``AppConfig.ready()`` hands :func:`load` to :func:`ratelimits.engine.table.set_source`, so
-the engine reads the database without knowing the models. A load is one query for the
-overrides of enabled policies, one more for the members of the groups that overrides
-name, and one for the policies, read a few rows at a time as the table takes them (a
-background build gives other threads the GIL between policies). A policy whose row is
-unchanged since the previous load is not compiled again: only the policies changed since
-are. A table rebuilt in a background thread opens that thread's own database connection;
-:func:`close_connections` closes it when the build is over.
+the engine reads the database without knowing the models. A load asks whether there is
+any override; if so it reads them, the users and the groups they name, and those groups'
+members; then the policies, a few rows at a time as the table takes them (a background
+build gives other threads the GIL between policies). Each is a short query, and the two
+a load always runs are compiled once per connection
+(:mod:`~ratelimits.database.prepared`): a paced build cannot pause inside a query. A
+policy whose row is unchanged since the previous load is not compiled again: only the
+policies changed since are. A table rebuilt in the keeper thread uses that thread's own
+database connection; :func:`close_connections` closes it when the build is over, as the
+end of a request would (a persistent one, ``CONN_MAX_AGE``, is kept for the next build).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.signals import setting_changed
-from django.db import connections, router
+from django.db import close_old_connections, connections, router
 from django.db.models import QuerySet
-from django.db.models.sql.constants import MULTI
 
+from ratelimits.database import prepared
 from ratelimits.engine.overrides import compile_rules
 from ratelimits.engine.pacing import pause
 from ratelimits.engine.policy import CompiledPolicy
@@ -32,7 +34,7 @@ from ratelimits.models import Policy, PolicyOverride
 logger = logging.getLogger("ratelimits")
 
 #: Policy rows read per database fetch (a step of a paced build reads at most this many).
-CHUNK = 64
+CHUNK = 16
 
 #: Each enabled policy's row (its :func:`row_fields`) as the last load read it, by primary
 #: key, with the policy compiled from it. A load that reads the same row again keeps the
@@ -53,19 +55,18 @@ def load() -> Iterator[CompiledPolicy]:
     connections[database].ensure_connection()
     pause()
     fields = row_fields()
-    query = Policy.objects.using(database).filter(enabled=True).order_by("name")
-    query = query.values_list(*fields)
+    query = prepared.prepare("policies", database, lambda: _policy_rows(database, fields))
     pause()
-    overrides = _Overrides.read(PolicyOverride.objects.using(database))
-    rows, convert = _raw_rows(query)
+    overrides = _Overrides.read(PolicyOverride.objects.using(database), database)
     pause()
+    rows = query.rows(database, CHUNK)
     pk = fields.index(Policy._meta.pk.attname)
     known, seen = _compiled, {}
     for row in rows:
         key = row[pk]
         entry = known.get(key)
         if entry is None or entry[0] != row:
-            policy = Policy.from_db(query.db, fields, convert(row))
+            policy = Policy.from_db(database, fields, query.convert(row, database))
             compiled = _compile(policy)
             if compiled is None:
                 continue
@@ -88,23 +89,22 @@ def _compile(policy: Policy) -> CompiledPolicy | None:
         return None
 
 
-def _raw_rows(
-    query: QuerySet[Any, tuple[Any, ...]],
-) -> tuple[Iterator[tuple[Any, ...]], Callable[[tuple[Any, ...]], list[Any]]]:
-    """The rows of ``query`` (a ``values_list()``, run now) as the database driver hands
-    them over, :data:`CHUNK` at a time, and what converts one into the values
-    ``values_list()`` would give (the backend's and the fields' converters, as Django's
-    own iterable applies them). A load compares raw rows with the previous load's and
-    converts only those that changed: converting every row cost a fifth of a build."""
-    compiler = query.query.get_compiler(query.db)
-    chunks = compiler.execute_sql(MULTI, chunked_fetch=True, chunk_size=CHUNK)
-    columns = [column for column, _, _ in compiler.select[: compiler.col_count]]
-    converters = compiler.get_converters(columns)
+def _policy_rows(database: str, fields: list[str]) -> QuerySet[Any, tuple[Any, ...]]:
+    """The enabled policies' rows (``fields``) in name order. A load compares them, raw,
+    with the previous load's and converts only those that changed: converting every row
+    cost a fifth of a build."""
+    query = Policy.objects.using(database).filter(enabled=True).order_by("name")
+    return query.values_list(*fields)
 
-    def convert(row: tuple[Any, ...]) -> list[Any]:
-        return next(iter(compiler.apply_converters([list(row)], converters)))
 
-    return itertools.chain.from_iterable(chunks), convert
+def _any_override(database: str) -> bool:
+    """Whether ``database`` holds any override (a one-row query, compiled once)."""
+    query = prepared.prepare(
+        "any override",
+        database,
+        lambda: PolicyOverride.objects.using(database).order_by().values_list("pk")[:1],
+    )
+    return bool(list(query.rows(database, 1)))
 
 
 def row_fields() -> list[str]:
@@ -132,9 +132,11 @@ setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.datab
 
 
 def close_connections() -> None:
-    """Close this thread's database connections (a background build's thread, whose
-    connections no request cycle closes)."""
-    connections.close_all()
+    """After a build in the keeper thread, whose connections no request cycle closes:
+    close this thread's connections as the end of a request would, so that they follow
+    ``CONN_MAX_AGE`` (the default, 0, closes them; a persistent connection is kept for
+    the next build, unless it failed or is too old)."""
+    close_old_connections()
 
 
 def with_overrides(policies: list[CompiledPolicy], ids: dict[str, int]) -> list[CompiledPolicy]:
@@ -153,11 +155,19 @@ class _Overrides:
     members: dict[int, frozenset[str]]
 
     @classmethod
-    def read(cls, found: QuerySet[PolicyOverride]) -> _Overrides:
-        rows: dict[int, list[Any]] = {}
-        for row in found.select_related("user", "group"):
-            rows.setdefault(row.policy_id, []).append(row)
+    def read(cls, found: QuerySet[PolicyOverride], database: str | None = None) -> _Overrides:
+        """The override rows of ``found``, their users and groups, and those groups'
+        members, in short queries (a paced build pauses between them). With ``database``
+        (``found`` is all of its overrides) whether there is any row at all is asked
+        first, by a query compiled once: the common case is none."""
+        if database is not None and not _any_override(database):
+            return cls({}, {})
         pause()
+        listed = list(found.order_by("policy_id", "pk"))
+        pause()
+        rows: dict[int, list[Any]] = {}
+        for row in _with_targets(listed, found.db):
+            rows.setdefault(row.policy_id, []).append(row)
         groups = {row.group_id for found in rows.values() for row in found}
         members = _group_members(groups) if rows else {}
         pause()
@@ -169,6 +179,29 @@ class _Overrides:
         if not found:
             return policy
         return replace(policy, overrides=compile_rules(policy, found, self.members))
+
+
+def _with_targets(rows: list[PolicyOverride], database: str) -> list[PolicyOverride]:
+    """``rows`` with the users and the groups they name loaded, as ``select_related``
+    would, in one short query per kind instead of one long one. A row whose user or
+    group was deleted between the queries is left out: its own deletion follows."""
+    for name in ("user", "group"):
+        field = PolicyOverride._meta.get_field(name)
+        wanted = {getattr(row, field.attname) for row in rows} - {None}
+        if not wanted:
+            continue
+        loaded = field.related_model._base_manager.using(database).in_bulk(wanted)
+        kept = []
+        for row in rows:
+            target_pk = getattr(row, field.attname)
+            if target_pk is not None:
+                if target_pk not in loaded:
+                    continue
+                field.set_cached_value(row, loaded[target_pk])
+            kept.append(row)
+        rows = kept
+        pause()
+    return rows
 
 
 def _group_members(group_ids: set[int | None]) -> dict[int, frozenset[str]]:

@@ -122,6 +122,8 @@ def _start(
     target: Callable[[int, bytes | None, float], None], version: bytes | None, now: float
 ) -> None:
     """Run ``target(build, version, now)`` in the keeper thread as the build under way."""
+    if cache.building is not None:  # a build under way past POLICY_MAX_AGE, given up on
+        keeper.abandon()
     build = cache.start_build()
     cache.building, cache.building_since = build, now
     try:

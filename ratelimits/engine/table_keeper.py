@@ -1,7 +1,8 @@
 """The thread that checks and rebuilds this process's policy table in the background.
 
 One daemon thread per process, started at its first job and then waiting on a queue,
-holding no GIL, for the next. A thread started per check would cost the request that
+holding no GIL, for the next (a thread stuck in a build that hangs is left to it, and a
+new one takes the next jobs). A thread started per check would cost the request that
 starts it a few hundred microseconds on a busy core: ``Thread.start()`` waits until the
 new thread has run, and it then holds the GIL until its first socket call. Handing a job
 to a waiting thread costs the request a queue put.
@@ -31,8 +32,8 @@ class Keeper:
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        #: The queue of the thread that takes the next job (``None``: none started yet).
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] | None = None
         self._pending = 0
         self._idle = threading.Event()
         self._idle.set()
@@ -42,21 +43,32 @@ class Keeper:
         Raises :class:`RuntimeError` when no thread can be started (the interpreter is
         shutting down)."""
         with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+            if self._jobs is None:
+                jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+                thread = threading.Thread(
+                    target=self._run, args=(jobs,), name=THREAD_NAME, daemon=True
+                )
                 thread.start()
-                self._thread = thread
+                self._jobs = jobs
             self._pending += 1
             self._idle.clear()
-        self._jobs.put(job)
+            self._jobs.put(job)
+
+    def abandon(self) -> None:
+        """Leave the thread to the job it is stuck in (it ends when that job does) and
+        hand the next jobs to a new thread: a build that hangs (a database that does not
+        answer) must not hold back the checks after it."""
+        with self._lock:
+            if self._jobs is not None:
+                self._jobs.put(None)
+                self._jobs = None
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until every job handed over has run; ``False`` if ``timeout`` ran out."""
         return self._idle.wait(timeout)
 
-    def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
+    def _run(self, jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+        while (job := jobs.get()) is not None:
             try:
                 job()
             except Exception:  # never let the thread die: the next check tries again
