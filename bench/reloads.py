@@ -15,20 +15,24 @@ and one decide call for the two policies it matches, one every 0.5 ms.
   worker saves the policy (a `post_save`, announced after the commit) between two
   requests, as a worker that served the admin's save and then goes on serving. The
   anchor is the median request of the same run; the figure is the slowest request from
-  the change to the end of the run, over it. *No change*: the same window with nothing
-  changed, for the slowest request other work on the machine causes (the runs take
-  turns, so it falls on all alike).
+  the change to the end of the run, over it. Each runs with Django's default
+  `CONN_MAX_AGE` (0: a rebuild opens the keeper thread's database connection, and SQLite
+  holds the GIL for about a millisecond to open one and read its schema) and with
+  persistent connections (`CONN_MAX_AGE` 60, the keeper keeps its connection). *No
+  change*: the same window with nothing changed, for the slowest request other work on
+  the machine causes (the runs take turns, so it falls on all alike).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.test import override_settings
 
 from bench.common import (
@@ -173,6 +177,30 @@ def the_writer(limit: int) -> None:
     policy.save()  # autocommit: announced at once, as after the admin's commit
 
 
+#: ``CONN_MAX_AGE`` of the runs with persistent database connections.
+PERSISTENT = 60
+
+
+@contextmanager
+def persistent_connections() -> Iterator[None]:
+    """The block's database connections persistent (``CONN_MAX_AGE`` :data:`PERSISTENT`),
+    as production sites often make them; the keeper thread's is closed after it."""
+    from django.db import connections
+
+    from ratelimits.engine.table_keeper import keeper
+
+    database = connections.settings[DEFAULT_DB_ALIAS]
+    before = database.get("CONN_MAX_AGE", 0)
+    database["CONN_MAX_AGE"] = PERSISTENT
+    try:
+        yield
+    finally:
+        database["CONN_MAX_AGE"] = before
+        keeper.wait_idle(10)
+        keeper.submit(connections.close_all)
+        keeper.wait_idle(10)
+
+
 def build_times(ctx: Context) -> tuple[float, float]:
     """``(after a change, first)``: seconds per build, medians of ``ctx.runs``."""
     after_change, first = [], []
@@ -191,20 +219,23 @@ def run(ctx: Context) -> Section:
     path = f"/api/v{size - 1}/items/42"
     create_policies(size)
     scenarios = (
-        ("another worker", another_worker),
-        ("the writer", the_writer),
-        (NO_CHANGE, no_change),
+        ("another worker", another_worker, False),
+        ("the writer", the_writer, False),
+        (f"another worker, CONN_MAX_AGE {PERSISTENT}", another_worker, True),
+        (f"the writer, CONN_MAX_AGE {PERSISTENT}", the_writer, True),
+        (NO_CHANGE, no_change, False),
     )
-    runs: dict[str, list[Run]] = {label: [] for label, _ in scenarios}
+    runs: dict[str, list[Run]] = {label: [] for label, _, _ in scenarios}
     refresh = {**settings.RATELIMITS, "POLICY_REFRESH_INTERVAL": INTERVAL}
     with override_settings(RATELIMITS=refresh):
         after_change, first = build_times(ctx)
         limit = LIMIT
         for _ in range(ctx.runs * RUNS_PER_FIGURE_RUN):
-            for label, change in scenarios:  # in turns: load from elsewhere falls on all
+            for label, change, persistent in scenarios:  # in turns: noise falls on all
                 least = INTERVAL if change is no_change else 0.0
                 limit -= 0 if change is no_change else 1
-                runs[label].append(serve_around_a_change(path, change, limit, least))
+                with persistent_connections() if persistent else nullcontext():
+                    runs[label].append(serve_around_a_change(path, change, limit, least))
     rows, targets, ratios = [], [], {}
     for label, found in runs.items():
         typical = median(r.median for r in found)
