@@ -19,9 +19,10 @@
 -- in (now - window, now] plus its cost fit the limit. Entries are in time order (a clock
 -- that steps back is stored as the newest time seen), so the first entry in the window,
 -- and the entry where enough units have left for a denied request, are found by binary
--- search: every request reads O(log C) slots (GETRANGE of 16 bytes) and writes one slot
--- and the header (SETRANGE), never the whole string; only growing the ring copies it,
--- O(C) once per doubling. Only admitted requests are stored, and the key expires a
+-- search. A ring of up to 255 slots (4 KB) is read with one GETRANGE and written with one
+-- SET: fewer commands cost less than the bytes copied. Past that, a request reads
+-- O(log C) slots (GETRANGE of 16 bytes) and writes one slot and the header (SETRANGE),
+-- never the whole string; only growing the ring copies it, O(C) once per doubling. Only admitted requests are stored, and the key expires a
 -- window after the newest admission.
 --
 -- The layout before weighted entries was "...:ring" (a 4-byte head and one 8-byte time
@@ -32,19 +33,30 @@
 
 local RING_HEADER = 16
 local RING_SLOT = 16
+-- A ring up to this many bytes (255 slots) is read and written whole.
+local RING_WHOLE = RING_HEADER + RING_SLOT * 255
 local LEGACY_RING_SUFFIX = 'ring'
 
 local function ring_bad(key)
   error('ratelimits: ' .. key .. ' does not hold a compact_log ring')
 end
 
--- The ring's header as a table (head, size, base, capacity), or nil for no key.
+-- The ring's header as a table (head, size, base, capacity), or nil for no key. A ring
+-- of at most RING_WHOLE bytes is read whole (blob): its slots are then read in memory,
+-- and a request writes it back whole, in one SET, instead of a command per slot.
 local function ring_open(key)
-  local header = redis.call('GETRANGE', key, 0, RING_HEADER - 1)
-  if header == '' then
+  local blob = redis.call('GETRANGE', key, 0, RING_WHOLE - 1)
+  if blob == '' then
     return nil
   end
-  local capacity = (redis.call('STRLEN', key) - RING_HEADER) / RING_SLOT
+  local header, length = blob, #blob
+  if length == RING_WHOLE then -- there may be more: read slot by slot
+    length = redis.call('STRLEN', key)
+    if length > RING_WHOLE then
+      blob = nil
+    end
+  end
+  local capacity = (length - RING_HEADER) / RING_SLOT
   if #header < RING_HEADER or capacity < 1 or capacity ~= math.floor(capacity) then
     ring_bad(key)
   end
@@ -52,7 +64,7 @@ local function ring_open(key)
   if head >= capacity or size > capacity then
     ring_bad(key)
   end
-  return {head = head, size = size, base = base, capacity = capacity}
+  return {head = head, size = size, base = base, capacity = capacity, blob = blob}
 end
 
 local function ring_header(head, size, base)
@@ -64,13 +76,15 @@ local function ring_offset(ring, k)
   return RING_HEADER + RING_SLOT * ((ring.head + k) % ring.capacity)
 end
 
--- The time and end position of entry k (of the ring in memory, for a look at an old
--- layout's key: see ring_import).
+-- The time and end position of entry k (from the ring in memory when it was read whole,
+-- or is a look's copy of an old layout's key: see ring_import).
 local function ring_at(key, ring, k)
   local offset = ring_offset(ring, k)
-  local slot = ring.blob and string.sub(ring.blob, offset + 1, offset + RING_SLOT)
-    or redis.call('GETRANGE', key, offset, offset + RING_SLOT - 1)
-  local time, ends = struct.unpack('>dd', slot)
+  if ring.blob then
+    local time, ends = struct.unpack('>dd', ring.blob, offset + 1)
+    return time, ends
+  end
+  local time, ends = struct.unpack('>dd', redis.call('GETRANGE', key, offset, offset + RING_SLOT - 1))
   return time, ends
 end
 
@@ -186,20 +200,30 @@ ALGORITHMS.compact_log = {
       return
     end
     -- The entries that left the window are dropped: the head moves past them.
+    local blob = ring.blob
     ring = {
       head = (ring.head + state.first) % ring.capacity, size = ring.size - state.first,
       base = state.start, capacity = ring.capacity,
     }
     if ring.size < ring.capacity then
-      redis.call('SETRANGE', key, ring_offset(ring, ring.size), entry)
-      redis.call('SETRANGE', key, 0, ring_header(ring.head, ring.size + 1, ring.base))
+      local offset = ring_offset(ring, ring.size)
+      local header = ring_header(ring.head, ring.size + 1, ring.base)
+      if blob then -- read whole: written whole, in one command
+        redis.call('SET', key,
+          header .. string.sub(blob, RING_HEADER + 1, offset) .. entry
+            .. string.sub(blob, offset + RING_SLOT + 1),
+          'PX', ttl_ms)
+        return
+      end
+      redis.call('SETRANGE', key, offset, entry)
+      redis.call('SETRANGE', key, 0, header)
       redis.call('PEXPIRE', key, ttl_ms)
       return
     end
     -- Full of entries still in the window: a ring of twice the slots (at most the
     -- limit, at least one more), the entries oldest first from slot 0.
     local capacity = math.max(ring.size + 1, math.min(2 * ring.capacity, limit))
-    local blob = redis.call('GET', key)
+    blob = blob or redis.call('GET', key)
     local from = RING_HEADER + RING_SLOT * ring.head
     local kept = string.sub(blob, from + 1) .. string.sub(blob, RING_HEADER + 1, from)
     redis.call('SET', key,

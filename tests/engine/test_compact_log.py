@@ -78,6 +78,25 @@ def test_decides_exactly_as_sliding_log(trace, redis_client):
         assert same(ring, exact), (now, limit, exact, ring)
 
 
+def test_decides_as_sliding_log_past_the_ring_read_whole(redis_client):
+    """A ring of up to 255 slots is read and written whole; past that, slot by slot: the
+    decisions are the same on both sides of the boundary, denials included."""
+    exact_policy = policy("sliding_log", limit=300, window=10)
+    ring_policy = policy("compact_log", limit=300, window=10)
+    times = [100 + i * 0.01 for i in range(300)]  # the ring grows past 255 slots
+    times += [103.5, 103.5]  # full: denied, told when the oldest leaves
+    times += [110.0 + i * 0.01 for i in range(8)]  # the oldest leave one by one
+    times += [110.075, 125.0, 125.0]  # and all of them
+    decided = []
+    for now in times:
+        now = round(now, 6)
+        exact, ring = hit(exact_policy, now), hit(ring_policy, now)
+        assert same(ring, exact), (now, exact, ring)
+        decided.append(ring.allowed)
+    assert decided.count(False) >= 2 and decided[-1]
+    assert redis_client.strlen(ring_policy.key_for(IDENTITY)) > 16 + 16 * 255
+
+
 def test_a_full_ring_at_limit_1000_is_under_17_kb(redis_client):
     p = policy("compact_log", limit=1000, window=3600)
     key = p.key_for(IDENTITY)
