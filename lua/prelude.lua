@@ -191,12 +191,62 @@ local function wlog_view(key, after_us)
   return log
 end
 
+-- Entries a log may hold to be read whole (one ZRANGE instead of one per end, and a
+-- rank and a denial's entry found in memory).
+local WLOG_WHOLE = 16
+
+-- wlog_read's table for a log read whole (head: ZRANGE ... WITHSCORES of all of it), with
+-- its members (whole) and the rank of the oldest entry in the window (first_rank); nil
+-- when an earlier release's member is at either end of the log or of the window.
+local function wlog_whole(head, after_us)
+  local n = #head / 2
+  local last_start, last_cost = wlog_entry(head[2 * n - 1])
+  if not last_start then
+    return nil
+  end
+  local log = {
+    last_end = last_start + last_cost, last_us = tonumber(head[2 * n]), count = 0,
+    first = false, first_start = 0, first_end = 0, first_us = 0, first_rank = n,
+    whole = head,
+  }
+  for rank = 0, n - 1 do
+    local at = tonumber(head[2 * rank + 2])
+    if at > after_us then
+      local first_start, first_cost = wlog_entry(head[2 * rank + 1])
+      if not first_start then
+        return nil
+      end
+      log.count = log.last_end - first_start
+      log.first, log.first_rank, log.first_us = head[2 * rank + 1], rank, at
+      log.first_start, log.first_end = first_start, first_start + first_cost
+      break
+    end
+  end
+  return log
+end
+
 -- The log's shape seen from after_us: a table with
 --   last_end, last_us  the position after the newest entry and its time
 --   count              units in entries after after_us
 --   first, first_start, first_end, first_us   the oldest such entry (when count > 0)
 -- or nil for an empty key.
 local function wlog_read(key, after_us)
+  -- A log of fewer than WLOG_WHOLE entries is read whole, in this one command.
+  local head = redis.call('ZRANGE', key, 0, WLOG_WHOLE - 1, 'WITHSCORES')
+  if not head[1] then
+    return nil
+  end
+  if #head < 2 * WLOG_WHOLE then
+    local log = wlog_whole(head, after_us)
+    if log then
+      return log
+    end
+    if looking then -- an earlier release's member at either end
+      return wlog_view(key, after_us)
+    end
+    wlog_upgrade(key)
+    return wlog_read(key, after_us)
+  end
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if not newest[1] then
     return nil
@@ -240,6 +290,14 @@ local function wlog_time_of_unit(key, log, k)
   if log.first_end >= target then
     return log.first_us
   end
+  if log.whole then -- read whole: the entries are in memory
+    for rank = log.first_rank + 1, #log.whole / 2 - 1 do
+      local start, cost = wlog_entry(log.whole[2 * rank + 1])
+      if start + cost >= target then
+        return tonumber(log.whole[2 * rank + 2])
+      end
+    end
+  end
   if log.entries then -- an earlier release's key, looked at (wlog_view)
     for i = log.first, #log.entries do
       local entry = log.entries[i]
@@ -274,10 +332,10 @@ local function wlog_add(key, log, window_us, now_us, cost)
   local at, start = now_us, 0
   if log then
     at, start = math.max(now_us, log.last_us), log.last_end
-    local expired
-    if log.first then
+    local expired = log.first_rank -- known when the log was read whole
+    if expired == nil and log.first then
       expired = redis.call('ZRANK', key, log.first)
-    else
+    elseif expired == nil then
       expired = redis.call('ZCARD', key)
     end
     if expired > 0 then

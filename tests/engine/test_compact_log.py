@@ -97,6 +97,25 @@ def test_decides_as_sliding_log_past_the_ring_read_whole(redis_client):
     assert redis_client.strlen(ring_policy.key_for(IDENTITY)) > 16 + 16 * 255
 
 
+@pytest.mark.parametrize(("cost", "limit"), [(1, 20), (3, 60)])
+def test_sliding_log_read_whole_or_by_rank_decides_the_same(redis_client, cost, limit):
+    """sliding_log reads a log of fewer than 16 entries whole, a longer one by rank: the
+    decisions, denials and their waits included, are the ring's on both sides."""
+    exact_policy = policy("sliding_log", limit=limit, window=10)
+    ring_policy = policy("compact_log", limit=limit, window=10)
+    times = [100 + i * 0.1 for i in range(25)]  # past 16 entries, then denied
+    times += [103.0, 103.0, 110.05, 110.25, 111.0, 112.55, 130.0]
+    decided = []
+    for now in times:
+        now = round(now, 6)
+        exact = limiter.decide([limiter.Check(exact_policy, IDENTITY, cost=cost)], now=now)
+        ring = limiter.decide([limiter.Check(ring_policy, IDENTITY, cost=cost)], now=now)
+        exact, ring = exact.decisions[0], ring.decisions[0]
+        assert same(ring, exact), (now, exact, ring)
+        decided.append(exact.allowed)
+    assert False in decided and decided[-1]
+
+
 def test_a_full_ring_at_limit_1000_is_under_17_kb(redis_client):
     p = policy("compact_log", limit=1000, window=3600)
     key = p.key_for(IDENTITY)
