@@ -225,39 +225,21 @@ local function wlog_whole(head, after_us)
   return log
 end
 
--- The log's shape seen from after_us: a table with
---   last_end, last_us  the position after the newest entry and its time
---   count              units in entries after after_us
---   first, first_start, first_end, first_us   the oldest such entry (when count > 0)
--- or nil for an empty key.
-local function wlog_read(key, after_us)
+-- wlog_read's table for a weighted log, nil for an empty key, or false when an earlier
+-- release's member is at either end of the log or of the window.
+local function wlog_shape(key, after_us)
   -- A log of fewer than WLOG_WHOLE entries is read whole, in this one command.
   local head = redis.call('ZRANGE', key, 0, WLOG_WHOLE - 1, 'WITHSCORES')
   if not head[1] then
     return nil
   end
   if #head < 2 * WLOG_WHOLE then
-    local log = wlog_whole(head, after_us)
-    if log then
-      return log
-    end
-    if looking then -- an earlier release's member at either end
-      return wlog_view(key, after_us)
-    end
-    wlog_upgrade(key)
-    return wlog_read(key, after_us)
+    return wlog_whole(head, after_us) or false
   end
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if not newest[1] then
-    return nil
-  end
   local last_start, last_cost = wlog_entry(newest[1])
   if not last_start then
-    if looking then
-      return wlog_view(key, after_us)
-    end
-    wlog_upgrade(key)
-    return wlog_read(key, after_us)
+    return false
   end
   local first = redis.call(
     'ZRANGEBYSCORE', key, '(' .. int(after_us), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -269,11 +251,7 @@ local function wlog_read(key, after_us)
   end
   local first_start, first_cost = wlog_entry(first[1])
   if not first_start then
-    if looking then
-      return wlog_view(key, after_us)
-    end
-    wlog_upgrade(key)
-    return wlog_read(key, after_us)
+    return false
   end
   return {
     last_end = last_start + last_cost, last_us = tonumber(newest[2]),
@@ -281,6 +259,24 @@ local function wlog_read(key, after_us)
     first = first[1], first_start = first_start, first_end = first_start + first_cost,
     first_us = tonumber(first[2]),
   }
+end
+
+-- The log's shape seen from after_us: a table with
+--   last_end, last_us  the position after the newest entry and its time
+--   count              units in entries after after_us
+--   first, first_start, first_end, first_us   the oldest such entry (when count > 0)
+-- or nil for an empty key. An earlier release's key is rewritten first (a look reads it
+-- as the rewrite would, writing nothing); every member is then weighted.
+local function wlog_read(key, after_us)
+  local log = wlog_shape(key, after_us)
+  if log ~= false then
+    return log
+  end
+  if looking then
+    return wlog_view(key, after_us)
+  end
+  wlog_upgrade(key)
+  return wlog_shape(key, after_us)
 end
 
 -- The time of the entry holding the k-th unit after after_us (1 <= k <= log.count): the
