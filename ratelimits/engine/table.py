@@ -153,13 +153,8 @@ def _check(held: PolicyTable, now: float) -> PolicyTable:
     if builds.in_background() and on_time:
         builds.start_background_check(cache.version, now)
         return held
-    version = read_version(cache.version)
-    moved = version != cache.version
-    if moved:
-        # Counters may have been reset, or Redis lost them: the denials go now, not when
-        # the new table is ready (and again then: a limit may have changed).
-        clear_denials()
-    if not moved and now - cache.loaded_at < float(app_settings.POLICY_MAX_AGE):
+    version, due = builds.read_stamp(cache.version, now)
+    if not due:
         cache.checked_at = now
         return held
     return builds.build_here(version, now, held)

@@ -96,6 +96,19 @@ def build_here(version: bytes | None, now: float, held: PolicyTable | None = Non
     return table
 
 
+def read_stamp(known: bytes | None, at: float) -> tuple[bytes | None, bool]:
+    """``(the version stamp in Redis, a new table is due)``: due when the stamp is not
+    ``known`` (the one the table was built for) or the table is older than
+    ``POLICY_MAX_AGE`` at ``at``. A moved stamp forgets the remembered denials at once:
+    counters may have been reset, or Redis lost them (and again when the new table is
+    swapped in: a limit may have changed)."""
+    version = read_version(known)
+    moved = version != known
+    if moved:
+        clear_denials()
+    return version, moved or at - cache.loaded_at >= float(app_settings.POLICY_MAX_AGE)
+
+
 def rebuild_in_background(version: bytes | None, now: float) -> None:
     """Build the table for ``version`` in the background, the lock held: now, or right
     after the build under way (which may have read the source before the change)."""
@@ -139,11 +152,8 @@ def _check_in_background(build: int, known: bytes | None, checked_at: float) -> 
     a rebuild asked for meanwhile (:func:`rebuild_in_background`)."""
     after: tuple[int, bytes | None, float] | None = None
     try:
-        version = read_version(known)
-        moved = version != known
-        if moved:
-            clear_denials()  # counters may have been reset: not only once the table is ready
-        if moved or checked_at - cache.loaded_at >= float(app_settings.POLICY_MAX_AGE):
+        version, due = read_stamp(known, checked_at)
+        if due:
             after = (build, version, checked_at)
         else:
             with cache.lock:
