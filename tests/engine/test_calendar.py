@@ -141,6 +141,7 @@ def test_boundaries_name_the_period_its_end_and_the_next_end():
     assert end - start == (31 * 24 - 1) * 3_600_000
 
 
+@pytest.mark.usefixtures("patient_redis")
 def test_a_calendar_window_is_exact_under_concurrency():
     """32 threads race for a monthly quota of 25 on the Redis clock: exactly 25 admitted."""
     p = quota("month", "Europe/Berlin", limit=25)

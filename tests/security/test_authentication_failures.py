@@ -79,6 +79,7 @@ def test_wrong_ninja_api_keys_are_counted_on_the_event_loop():
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("patient_redis")
 def test_parallel_wrong_passwords_spend_exactly_the_limit(mallory):
     """16 threads, one address, wrong Basic passwords at limit 4: exactly 4 reach DRF's
     authentication (401), every other is refused before it (429)."""

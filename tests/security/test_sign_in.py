@@ -173,6 +173,7 @@ def test_sign_in_policies_are_not_decided_by_the_other_faces(client, victim, red
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("patient_redis")
 def test_stuffing_one_username_from_16_addresses_counts_exactly_the_limit(victim, bystander):
     """16 threads, 16 addresses, one username, limit 3: exactly 3 passwords are checked
     and fail; the 13 others are refused before the check. The right password is refused

@@ -20,6 +20,7 @@ N, LIMIT = 24, 7
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("patient_redis")
 def test_threads_admit_exactly_the_limit() -> None:
     @ratelimit(group="race", key="ip", rate=f"{LIMIT}/h", block=False)
     def view(request: Any) -> bool:
@@ -41,6 +42,7 @@ def test_threads_admit_exactly_the_limit() -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("patient_redis")
 def test_coroutines_admit_exactly_the_limit() -> None:
     @ratelimit(group="race", key="ip", rate=f"{LIMIT}/h")
     async def view(request: Any) -> str:
