@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 from asgiref.sync import async_to_sync
 
 from ratelimits.engine import limiter
@@ -20,15 +21,12 @@ def connected_clients(server: RedisServer) -> int:
     return int(server.client().info("clients")["connected_clients"])
 
 
-def test_the_connections_of_finished_event_loops_are_let_go(
-    redis_server: RedisServer, settings
-) -> None:
+@pytest.mark.usefixtures("patient_redis")
+def test_the_connections_of_finished_event_loops_are_let_go(redis_server: RedisServer) -> None:
     """Each ``async_to_sync`` call decides in a new event loop, closed after it. The
     callers of closed loops are dropped, and their connections closed, instead of
     keeping every loop and one open connection per call for the life of the process.
-    (Each loop connects anew: a generous timeout keeps a busy machine's slow connect
-    from answering with the fail mode, which this test is not about.)"""
-    settings.RATELIMITS = {**getattr(settings, "RATELIMITS", {}), "SOCKET_TIMEOUT": 5}
+    (Each loop connects anew: hence ``patient_redis``.)"""
     checks = [limiter.Check(policy("fixed_window", 1000, 3600), "ip:203.0.113.7")]
     before = connected_clients(redis_server)
     for n in range(LOOPS):
