@@ -5,10 +5,11 @@ Both revisions' Lua is loaded into one throw-away redis-server as two function l
 (the earlier one read with ``git show REV:lua/...``, in the order its ``scripts.py``
 lists the parts). For each plain policy (no calendar period, no lockout, cost 1) the two
 take turns: a round sends ``--calls`` recording calls of one revision from rotating
-client addresses, every one admitted, and reads the server's CPU per ``FCALL`` from
-``INFO commandstats`` (``usec / calls``, as ``make bench``'s hot path does), alternating
-which revision goes first. The figure is the median of ``--runs`` rounds. Prints a
-Markdown table with each algorithm's ratio, this tree's over the earlier revision's.
+client addresses, one at a time, every one admitted, and reads the server's CPU per
+``FCALL`` from ``INFO commandstats`` (``usec / calls``, as ``make bench``'s hot path
+does), alternating which revision goes first. The figure is the median of ``--runs``
+rounds. Prints a Markdown table with each algorithm's ratio, this tree's over the
+earlier revision's.
 
 The default revision, 713c047, is the code before calendar quotas and lockouts changed
 the window slot; the plain policies' arguments are the same in both.
@@ -71,15 +72,13 @@ def library(label: str, definitions: str) -> tuple[str, str]:
 def cpu_per_call(
     client: redis.Redis, function: str, algorithm: str, calls: int, start: int
 ) -> float:
-    """The server's µs per ``FCALL`` over ``calls`` recording calls of ``function``."""
+    """The server's µs per ``FCALL`` over ``calls`` recording calls of ``function``, sent
+    one at a time as the ``limits`` anchor and ``make bench``'s hot path send theirs (a
+    pipeline runs its calls back to back on warm caches, and reads lower)."""
     client.config_resetstat()
-    pipe = client.pipeline(transaction=False)
     for i in range(start, start + calls):
         key = f"rl:{{ip:10.{i % CLIENTS // 250}.{i % 250}.1}}:ab-{function}:{algorithm}"
-        pipe.fcall(function, 1, key, "", "1", algorithm, LIMIT, WINDOW_MS, "1", LIMIT, "1")
-        if len(pipe) >= 200:
-            pipe.execute()
-    pipe.execute()
+        client.fcall(function, 1, key, "", "1", algorithm, LIMIT, WINDOW_MS, "1", LIMIT, "1")
     row = client.info("commandstats").get("cmdstat_fcall", {})
     return float(row["usec"]) / max(1, int(row["calls"]))
 
