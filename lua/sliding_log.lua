@@ -12,10 +12,11 @@
 -- member: a request's work and memory in Redis do not grow with its cost. A request is
 -- admitted iff the units in (now - window, now] plus its cost fit the limit; a denied one
 -- is told exactly when enough units will have left. Only admitted requests are stored,
--- so a denied flood costs no memory. check() reads (O(log n) commands: the newest entry,
--- the oldest in the window, and for a denial a binary search over ranks; a log of fewer
--- than 16 entries in one ZRANGE, searched in memory) and never writes; record() prunes what left the window, adds the request, and sets the TTL to
--- when it leaves. give_back() removes the request's entry again.
+-- so a denied flood costs no memory. check() reads (O(log n) commands: the two oldest
+-- entries, which hold the oldest in the window unless more left it since the last
+-- admission, the newest, and for a denial a binary search over ranks) and never writes;
+-- record() prunes what left the window, adds the request, and sets the TTL to when it
+-- leaves. give_back() removes the request's entry again.
 --
 -- A key written by an earlier release (one member "<at_us>-<n>" per unit) is read
 -- correctly: it is rewritten as weighted entries, each old member one unit at its time,

@@ -99,11 +99,12 @@ def test_decides_as_sliding_log_past_the_ring_read_whole(redis_client):
 
 @pytest.mark.parametrize(("cost", "limit"), [(1, 20), (3, 60)])
 def test_sliding_log_read_whole_or_by_rank_decides_the_same(redis_client, cost, limit):
-    """sliding_log reads a log of fewer than 16 entries whole, a longer one by rank: the
-    decisions, denials and their waits included, are the ring's on both sides."""
+    """sliding_log reads a log of up to 2 entries whole, a longer one at its head, its
+    newest entry and by rank: the decisions, denials and their waits included, are the
+    ring's on both sides."""
     exact_policy = policy("sliding_log", limit=limit, window=10)
     ring_policy = policy("compact_log", limit=limit, window=10)
-    times = [100 + i * 0.1 for i in range(25)]  # past 16 entries, then denied
+    times = [100 + i * 0.1 for i in range(25)]  # past 2 entries, then denied
     times += [103.0, 103.0, 110.05, 110.25, 111.0, 112.55, 130.0]
     decided = []
     for now in times:
@@ -114,6 +115,31 @@ def test_sliding_log_read_whole_or_by_rank_decides_the_same(redis_client, cost, 
         assert same(ring, exact), (now, exact, ring)
         decided.append(exact.allowed)
     assert False in decided and decided[-1]
+
+
+@pytest.mark.parametrize("unit", [1, 3])
+def test_sliding_log_past_its_head_decides_as_the_ring(redis_client, unit):
+    """A log longer than the 2 entries read at its head: a denial whose wait lies past
+    them, entries gone from the window since the last admission (1, then 20: the oldest
+    in the window is then in the head, then past it), and a log whose entries all left.
+    Decisions and waits are the ring's; each admission drops what left the window."""
+    limit = 40 * unit
+    exact_policy = policy("sliding_log", limit=limit, window=10)
+    ring_policy = policy("compact_log", limit=limit, window=10)
+    steps = [(100 + i * 0.1, unit) for i in range(40)]  # full: 40 entries
+    steps += [(104.5, unit), (104.5, 20 * unit)]  # denied: the 1st, then the 20th leaves
+    steps += [(110.05, unit)]  # the 1st left: the oldest in the window is the 2nd
+    steps += [(111.95, limit), (111.95, unit)]  # 20 left: the oldest in the window is past
+    steps += [(111.96, unit), (125.0, unit), (125.0, unit)]  # the head; then all left
+    allowed = []
+    for now, cost in steps:
+        exact = limiter.decide([limiter.Check(exact_policy, IDENTITY, cost=cost)], now=now)
+        ring = limiter.decide([limiter.Check(ring_policy, IDENTITY, cost=cost)], now=now)
+        exact, ring = exact.decisions[0], ring.decisions[0]
+        assert same(ring, exact), (now, cost, exact, ring)
+        allowed.append(exact.allowed)
+    assert allowed[40:] == [False, False, True, False, True, True, True, True]
+    assert redis_client.zcard(exact_policy.key_for(IDENTITY)) == 2
 
 
 def test_a_full_ring_at_limit_1000_is_under_17_kb(redis_client):
