@@ -11,6 +11,11 @@ does), alternating which revision goes first. The figure is the median of ``--ru
 rounds. Prints a Markdown table with each algorithm's ratio, this tree's over the
 earlier revision's.
 
+Those clients hold a few entries each, and nothing leaves their window. The logs are
+measured again in steady state (:data:`STEADY_ENTRIES` entries in each client's window,
+one leaving at each admission), the calls carrying their own clock; the ``limits``
+anchor is not measured that way, so those rows have no ratio to it.
+
 The default revision, 713c047, is the code before calendar quotas and lockouts changed
 the window slot; the plain policies' arguments are the same in both.
 """
@@ -22,6 +27,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -35,6 +41,15 @@ ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "
 LIMIT = 1000
 WINDOW_MS = 3_600_000
 CLIENTS = 1000
+#: The logs again with clients in steady state: each of STEADY_CLIENTS holds
+#: STEADY_ENTRIES entries in its window, and one leaves it at each of its admissions.
+STEADY_ALGORITHMS = ("sliding_log", "compact_log")
+STEADY_CLIENTS = 200
+STEADY_ENTRIES = 40
+#: Microseconds between two calls on the steady clock the calls carry (ARGV now).
+STEADY_STEP_US = 1000
+STEADY_WINDOW_MS = STEADY_CLIENTS * STEADY_ENTRIES * STEADY_STEP_US // 1000
+STEADY_EPOCH_US = 1_800_000_000_000_000
 
 
 def git_show(revision: str, path: str) -> str:
@@ -81,6 +96,62 @@ def cpu_per_call(
         client.fcall(function, 1, key, "", "1", algorithm, LIMIT, WINDOW_MS, "1", LIMIT, "1")
     row = client.info("commandstats").get("cmdstat_fcall", {})
     return float(row["usec"]) / max(1, int(row["calls"]))
+
+
+def steady_calls(
+    client: redis.Redis | Any, function: str, algorithm: str, calls: int, clock: list[int]
+) -> None:
+    """``calls`` recording calls of ``function`` from the steady clients in turn, each
+    carrying the time of the steady clock (``clock[0]``, advanced by each call)."""
+    for _ in range(calls):
+        clock[0] += 1
+        tick = clock[0]
+        key = f"rl:{{ip:10.9.{tick % STEADY_CLIENTS}.1}}:ab-{function}:{algorithm}"
+        now = str(STEADY_EPOCH_US + tick * STEADY_STEP_US)
+        client.fcall(
+            function, 1, key, now, "1", algorithm, LIMIT, STEADY_WINDOW_MS, "1", LIMIT, "1"
+        )
+
+
+def steady_cpu_per_call(
+    client: redis.Redis, function: str, algorithm: str, calls: int, clock: list[int]
+) -> float:
+    """The server's µs per ``FCALL`` over ``calls`` steady calls, sent one at a time."""
+    client.config_resetstat()
+    steady_calls(client, function, algorithm, calls, clock)
+    row = client.info("commandstats").get("cmdstat_fcall", {})
+    return float(row["usec"]) / max(1, int(row["calls"]))
+
+
+def measure_steady(
+    client: redis.Redis, functions: dict[str, str], runs: int, calls: int
+) -> list[list[object]]:
+    """Rows for the logs in steady state, after two windows of traffic to reach it."""
+    rows: list[list[object]] = []
+    labels = list(functions)
+    for algorithm in STEADY_ALGORITHMS:
+        client.flushall()
+        clocks = {label: [0] for label in labels}
+        for label in labels:
+            pipe = client.pipeline(transaction=False)
+            steady_calls(
+                pipe,
+                functions[label],
+                algorithm,
+                2 * STEADY_CLIENTS * STEADY_ENTRIES,
+                clocks[label],
+            )
+            pipe.execute()
+        found: dict[str, list[float]] = {label: [] for label in labels}
+        for run in range(runs):
+            for label in labels if run % 2 == 0 else labels[::-1]:
+                found[label].append(
+                    steady_cpu_per_call(client, functions[label], algorithm, calls, clocks[label])
+                )
+        before, now = median(found["before"]), median(found["now"])
+        label = f"{algorithm}, {STEADY_ENTRIES} in the window (steady)"
+        rows.append([label, f"{before:.2f}", f"{now:.2f}", f"{now / before:.2f}x", ""])
+    return rows
 
 
 def limits_moving_window(server: RedisServer, runs: int, calls: int) -> float:
@@ -144,10 +215,12 @@ def main(argv: list[str] | None = None) -> int:
             payload, functions[label] = library(label, definitions)
             client.function_load(payload, replace=True)
         rows = measure(client, functions, args.runs, args.calls)
+        steady = measure_steady(client, functions, args.runs, args.calls)
         client.flushall()
         anchor = limits_moving_window(server, args.runs, args.calls)
     for row in rows:
         row.append(f"{float(str(row[2])) / anchor:.2f}x")
+    rows += steady
     rows.append(["limits moving window (anchor)", "", f"{anchor:.2f}", "", "1.00x"])
     header = ["algorithm", f"{args.against} µs", "now µs", "now / before", "now / limits"]
     print(
