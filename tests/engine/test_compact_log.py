@@ -120,7 +120,7 @@ def test_sliding_log_read_whole_or_by_rank_decides_the_same(redis_client, cost, 
 @pytest.mark.parametrize("unit", [1, 3])
 def test_sliding_log_past_its_head_decides_as_the_ring(redis_client, unit):
     """A log longer than the 2 entries read at its head: a denial whose wait lies past
-    them, entries gone from the window since the last admission (1, then 20: the oldest
+    them, entries gone from the window since the last admission (1, then 19: the oldest
     in the window is then in the head, then past it), and a log whose entries all left.
     Decisions and waits are the ring's; each admission drops what left the window."""
     limit = 40 * unit
@@ -129,7 +129,7 @@ def test_sliding_log_past_its_head_decides_as_the_ring(redis_client, unit):
     steps = [(100 + i * 0.1, unit) for i in range(40)]  # full: 40 entries
     steps += [(104.5, unit), (104.5, 20 * unit)]  # denied: the 1st, then the 20th leaves
     steps += [(110.05, unit)]  # the 1st left: the oldest in the window is the 2nd
-    steps += [(111.95, limit), (111.95, unit)]  # 20 left: the oldest in the window is past
+    steps += [(111.95, limit), (111.95, unit)]  # 19 left: the oldest in the window is past
     steps += [(111.96, unit), (125.0, unit), (125.0, unit)]  # the head; then all left
     allowed = []
     for now, cost in steps:
