@@ -26,6 +26,7 @@ import argparse
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,22 @@ def library(label: str, definitions: str) -> tuple[str, str]:
     )
 
 
+def usec_per_call(client: redis.Redis, command: str = "fcall") -> float:
+    """The server's µs per ``command`` since its statistics were last reset."""
+    row = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return float(row["usec"]) / max(1, int(row["calls"]))
+
+
+def in_turns(labels: list[str], runs: int, one: Callable[[str, int], float]) -> tuple[float, float]:
+    """``(before, now)``: the medians over ``runs`` of ``one(label, run)``, every label
+    measured in each run, alternating which goes first."""
+    found: dict[str, list[float]] = {label: [] for label in labels}
+    for run in range(runs):
+        for label in labels if run % 2 == 0 else labels[::-1]:
+            found[label].append(one(label, run))
+    return median(found["before"]), median(found["now"])
+
+
 def cpu_per_call(
     client: redis.Redis, function: str, algorithm: str, calls: int, start: int
 ) -> float:
@@ -94,8 +111,7 @@ def cpu_per_call(
     for i in range(start, start + calls):
         key = f"rl:{{ip:10.{i % CLIENTS // 250}.{i % 250}.1}}:ab-{function}:{algorithm}"
         client.fcall(function, 1, key, "", "1", algorithm, LIMIT, WINDOW_MS, "1", LIMIT, "1")
-    row = client.info("commandstats").get("cmdstat_fcall", {})
-    return float(row["usec"]) / max(1, int(row["calls"]))
+    return usec_per_call(client)
 
 
 def steady_calls(
@@ -119,8 +135,7 @@ def steady_cpu_per_call(
     """The server's µs per ``FCALL`` over ``calls`` steady calls, sent one at a time."""
     client.config_resetstat()
     steady_calls(client, function, algorithm, calls, clock)
-    row = client.info("commandstats").get("cmdstat_fcall", {})
-    return float(row["usec"]) / max(1, int(row["calls"]))
+    return usec_per_call(client)
 
 
 def measure_steady(
@@ -142,13 +157,13 @@ def measure_steady(
                 clocks[label],
             )
             pipe.execute()
-        found: dict[str, list[float]] = {label: [] for label in labels}
-        for run in range(runs):
-            for label in labels if run % 2 == 0 else labels[::-1]:
-                found[label].append(
-                    steady_cpu_per_call(client, functions[label], algorithm, calls, clocks[label])
-                )
-        before, now = median(found["before"]), median(found["now"])
+
+        def one(
+            label: str, run: int, algorithm: str = algorithm, clocks: dict[str, list[int]] = clocks
+        ) -> float:
+            return steady_cpu_per_call(client, functions[label], algorithm, calls, clocks[label])
+
+        before, now = in_turns(labels, runs, one)
         label = f"{algorithm}, {STEADY_ENTRIES} in the window (steady)"
         rows.append([label, f"{before:.2f}", f"{now:.2f}", f"{now / before:.2f}x", ""])
     return rows
@@ -169,8 +184,7 @@ def limits_moving_window(server: RedisServer, runs: int, calls: int) -> float:
         client.config_resetstat()
         for i in range(run * calls, (run + 1) * calls):
             moving.hit(item, f"client{i % CLIENTS}")
-        row = client.info("commandstats").get("cmdstat_evalsha", {})
-        found.append(float(row["usec"]) / max(1, int(row["calls"])))
+        found.append(usec_per_call(client, "evalsha"))
     return median(found)
 
 
@@ -181,14 +195,11 @@ def measure(
     labels = list(functions)
     for algorithm in ALGORITHMS:
         client.flushall()
-        found: dict[str, list[float]] = {label: [] for label in labels}
-        for run in range(runs):
-            order = labels if run % 2 == 0 else labels[::-1]
-            for label in order:
-                found[label].append(
-                    cpu_per_call(client, functions[label], algorithm, calls, run * calls)
-                )
-        before, now = median(found["before"]), median(found["now"])
+
+        def one(label: str, run: int, algorithm: str = algorithm) -> float:
+            return cpu_per_call(client, functions[label], algorithm, calls, run * calls)
+
+        before, now = in_turns(labels, runs, one)
         rows.append([algorithm, f"{before:.2f}", f"{now:.2f}", f"{now / before:.2f}x"])
     return rows
 
