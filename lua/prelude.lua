@@ -238,21 +238,19 @@ local function wlog_shape(key, after_us)
       'ZRANGEBYSCORE', key, '(' .. int(after_us), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     member, at = first[1], tonumber(first[2])
   end
+  local first_start, first_cost = 0, 0 -- (no entry in the window: count 0)
+  if member then
+    first_start, first_cost = wlog_entry(member)
+    if not first_start then
+      return false
+    end
+  end
   local last_end = last_start + last_cost
-  if not member then
-    return {
-      last_end = last_end, last_us = tonumber(newest_us), count = 0, first = false,
-      first_start = 0, first_end = 0, first_us = 0, first_rank = rank, head = head,
-    }
-  end
-  local first_start, first_cost = wlog_entry(member)
-  if not first_start then
-    return false
-  end
   return {
-    last_end = last_end, last_us = tonumber(newest_us), count = last_end - first_start,
-    first = member, first_start = first_start, first_end = first_start + first_cost,
-    first_us = at, first_rank = rank, head = head,
+    last_end = last_end, last_us = tonumber(newest_us),
+    count = member and last_end - first_start or 0, first = member or false,
+    first_start = first_start, first_end = first_start + first_cost, first_us = at or 0,
+    first_rank = rank, head = head,
   }
 end
 
