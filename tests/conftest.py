@@ -19,6 +19,7 @@ import pytest
 
 from ratelimits.testutils import RedisClusterServers, RedisServer, reset_state
 from ratelimits.tools.servers import server_name
+from tests.helpers.redis_setup import ratelimits_settings
 from tests.postgres import PostgresServer
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def patient_redis(settings: Any) -> None:
     """``SOCKET_TIMEOUT`` of 5 s for a test of exactness under a race: there, many
     clients connect at once, and on a loaded machine one connect may take longer than the
     default 0.1 s. That answer is the fail mode working, which such a test is not about."""
-    settings.RATELIMITS = {**getattr(settings, "RATELIMITS", {}), "SOCKET_TIMEOUT": 5}
+    settings.RATELIMITS = ratelimits_settings(SOCKET_TIMEOUT=5)
 
 
 @pytest.fixture
