@@ -64,6 +64,7 @@ from tests.helpers.redis_setup import (
     sentinel_failover,
     sentinel_servers,
     sentinel_switch,
+    through_sentinels,
 )
 from tests.helpers.reminders import (
     ManualClock,
@@ -122,6 +123,7 @@ __all__ = [
     "staff_client",
     "start_worker",
     "statuses",
+    "through_sentinels",
     "use",
     "user_policy",
     "wait_clear_of_window_boundary",

@@ -46,21 +46,27 @@ def sentinel_servers(
             while not _sentinel_ready(sentinel):
                 assert time.monotonic() < deadline, "the sentinel never saw a healthy pair"
                 time.sleep(0.1)
-            caches = copy.deepcopy(django_settings.CACHES)
-            caches["default"] = {
-                "BACKEND": "django_redis.cache.RedisCache",
-                "LOCATION": f"redis://{service}/0",
-                "OPTIONS": {
-                    "CLIENT_CLASS": "django_redis.client.SentinelClient",
-                    "SENTINELS": [("127.0.0.1", sentinel.port)],
-                    "SOCKET_TIMEOUT": 1,
-                },
-            }
-            django_settings.DJANGO_REDIS_CONNECTION_FACTORY = (
-                "django_redis.pool.SentinelConnectionFactory"
-            )
-            django_settings.CACHES = caches
+            through_sentinels(django_settings, service, [sentinel])
             yield primary, replica, sentinel
+
+
+def through_sentinels(django_settings: Any, service: str, sentinels: list[RedisSentinel]) -> None:
+    """Point the default cache (the limiter's Redis) at the primary of ``service``, asking
+    ``sentinels`` in that order, with django-redis's ``SentinelClient``."""
+    caches = copy.deepcopy(django_settings.CACHES)
+    caches["default"] = {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": f"redis://{service}/0",
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.SentinelClient",
+            "SENTINELS": [("127.0.0.1", sentinel.port) for sentinel in sentinels],
+            "SOCKET_TIMEOUT": 1,
+        },
+    }
+    # CACHES first: changing it closes the caches, which django-redis 5.4 does by making
+    # their clients, with whatever connection factory is set by then.
+    django_settings.CACHES = caches
+    django_settings.DJANGO_REDIS_CONNECTION_FACTORY = "django_redis.pool.SentinelConnectionFactory"
 
 
 def sentinel_failover(
