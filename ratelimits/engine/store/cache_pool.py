@@ -17,9 +17,10 @@ import redis
 import redis.sentinel
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from redis.sentinel import Sentinel, SentinelConnectionPool
+from redis.sentinel import SentinelConnectionPool
 
 from ratelimits.engine.store.async_connections import accepted
+from ratelimits.engine.store.sentinel_lookup import newest_sentinel
 from ratelimits.exceptions import ConfigurationError
 
 #: redis-py's connection classes by name: valkey-py's keep redis-py's names.
@@ -76,7 +77,7 @@ def _own_pool(pool: Any, timeout: float, alias: str) -> redis.ConnectionPool | N
     if pool_class == "SentinelConnectionPool":
         return SentinelConnectionPool(
             pool.service_name,
-            _redis_sentinel(pool.sentinel_manager),
+            newest_sentinel(pool.sentinel_manager),
             # The limiter writes on every request: always the primary, whatever the
             # cache's pool asks for (django-valkey 0.4's SentinelClient asks for a replica).
             is_master=True,
@@ -124,20 +125,3 @@ def _of_valkey_py(value: Any) -> bool:
     """Whether ``value`` is a class or an object of valkey-py's."""
     owner = value if isinstance(value, type) else type(value)
     return owner.__module__.partition(".")[0] == "valkey"
-
-
-def _redis_sentinel(manager: Any) -> Sentinel:
-    """``manager`` (a redis-py or valkey-py ``Sentinel``) as redis-py's, so that what
-    asking the sentinels raises is one of redis-py's errors, which the breaker knows."""
-    if isinstance(manager, Sentinel):
-        return manager
-    addresses = [
-        (kwargs["host"], kwargs["port"])
-        for kwargs in (s.connection_pool.connection_kwargs for s in manager.sentinels)
-    ]
-    return Sentinel(
-        addresses,
-        min_other_sentinels=manager.min_other_sentinels,
-        sentinel_kwargs=manager.sentinel_kwargs,
-        **manager.connection_kwargs,
-    )

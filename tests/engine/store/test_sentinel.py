@@ -10,13 +10,19 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from redis.sentinel import SentinelConnectionPool
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 
 from ratelimits.engine.policy import Check
 from ratelimits.engine.store import connection, failover
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
-from tests.helpers import item_statuses, sentinel_failover, sentinel_servers, sentinel_switch
+from tests.helpers import (
+    item_statuses,
+    sentinel_failover,
+    sentinel_servers,
+    sentinel_switch,
+    through_sentinels,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -89,28 +95,30 @@ def test_an_operators_failover_moves_the_limiter_before_the_old_primary_is_demot
     assert old_role == "master"  # moved before the demotion, not because of it
 
 
-async def _failover_on_one_loop(
-    primary: RedisServer, replica: RedisServer, sentinel: RedisSentinel
-) -> None:
-    """The test above on the async path: decisions on one event loop, whose connections
-    are held across requests, through ``adecide``."""
+async def _admitted(ip: str) -> bool:
+    """Whether ``adecide`` admits ``ip`` to /api/items/, decided by Redis, on the running
+    event loop's own connections."""
     from ratelimits.engine import limiter, table
 
     items = (await table.aget_table()).match(
         method="GET", path="/api/items/", scope=None, url_name="api:items"
     )[0]
+    verdict = await limiter.adecide([Check(items, f"ip:{ip}")])
+    return verdict.allowed and not verdict.decisions[0].failed
 
-    async def admitted(ip: str) -> bool:
-        verdict = await limiter.adecide([Check(items, f"ip:{ip}")])
-        return verdict.allowed and not verdict.decisions[0].failed
 
-    assert await admitted("203.0.113.7")  # connections held on the primary
+async def _failover_on_one_loop(
+    primary: RedisServer, replica: RedisServer, sentinel: RedisSentinel
+) -> None:
+    """The test above on the async path: decisions on one event loop, whose connections
+    are held across requests, through ``adecide``."""
+    assert await _admitted("203.0.113.7")  # connections held on the primary
     await asyncio.to_thread(sentinel_switch, replica, sentinel)
     key = "rl:{ip:198.51.100.9}:items:log"
     deadline = time.monotonic() + 30
     while not replica.client().exists(key):
         assert time.monotonic() < deadline, "the limiter never reached the new primary"
-        assert await admitted("198.51.100.9")
+        assert await _admitted("198.51.100.9")
         old_role = primary.client().info("replication")["role"]
         await asyncio.sleep(0.05)
     assert old_role == "master"
@@ -131,16 +139,8 @@ def test_an_operators_failover_moves_every_connection_an_event_loop_holds(client
 async def _concurrent_failover_on_one_loop(
     primary: RedisServer, replica: RedisServer, sentinel: RedisSentinel
 ) -> None:
-    from ratelimits.engine import limiter, table
-
-    items = (await table.aget_table()).match(
-        method="GET", path="/api/items/", scope=None, url_name="api:items"
-    )[0]
-
     async def admit_together(ip: str) -> None:
-        checks = [limiter.adecide([Check(items, f"ip:{ip}")]) for _ in range(CONCURRENT)]
-        verdicts = await asyncio.gather(*checks)
-        assert all(v.allowed and not v.decisions[0].failed for v in verdicts)
+        assert all(await asyncio.gather(*(_admitted(ip) for _ in range(CONCURRENT))))
 
     await admit_together("203.0.113.7")  # several connections held on the primary
     heard = failover.generation_of(connection.get_client().connection_pool)
@@ -161,3 +161,60 @@ async def _concurrent_failover_on_one_loop(
 
 #: Decisions sent together on one loop: each holds a connection of its own.
 CONCURRENT = 4
+
+
+def test_a_sentinel_that_has_not_heard_of_a_failover_does_not_send_the_limiter_back(
+    client, settings
+):
+    """Right after a failover the sentinels disagree for a few milliseconds (2 to 5 ms
+    between the one that ran it and two others, measured here): a limiter that heard the
+    switch and asked one still naming the old primary would count there until Sentinel
+    demoted it, about ten seconds, and lose it all. Two sentinels that disagree for good
+    stand in for that moment: ``stale`` watches a primary of its own, ``fresh`` has failed
+    its pair over, a newer configuration (``config-epoch`` 1). Listed first, the stale one
+    is what redis-py's discovery takes; the limiter takes the newest, sync and async."""
+    with (
+        RedisServer() as elsewhere,
+        RedisServer() as old,
+        RedisServer(extra=("--replicaof", "127.0.0.1", str(old.port))) as new,
+    ):
+        service = f"service{old.port}"
+        with (
+            RedisSentinel(elsewhere, service) as stale,
+            RedisSentinel(old, service) as fresh,
+        ):
+            sentinel_switch(new, fresh)
+            # Its configuration switched (SENTINEL MASTERS names the new primary a moment
+            # after GET-MASTER-ADDR-BY-NAME does).
+            _wait_discovered(Sentinel([("127.0.0.1", fresh.port)]), service, new.port)
+            listed = [("127.0.0.1", stale.port), ("127.0.0.1", fresh.port)]
+            _wait_discovered(Sentinel(listed), service, elsewhere.port)  # the first one's
+            through_sentinels(settings, service, [stale, fresh])
+            Policy.objects.create(
+                name="items",
+                endpoint="api:items",
+                algorithm="sliding_log",
+                limit=2,
+                window=60,
+                key="ip",
+            )
+            assert item_statuses(client, "203.0.113.7", 3) == [200, 200, 429]
+            assert async_to_sync(_admitted)("198.51.100.9")
+            for ip in ("203.0.113.7", "198.51.100.9"):
+                key = f"rl:{{ip:{ip}}}:items:log"
+                assert new.client().exists(key)
+                assert not elsewhere.client().exists(key) and not old.client().exists(key)
+
+
+def _wait_discovered(manager: Sentinel, service: str, port: int) -> None:
+    """Until redis-py's discovery through ``manager`` names the primary on ``port``."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            found: int | None = int(manager.discover_master(service)[1])
+        except MasterNotFoundError:
+            found = None
+        if found == port:
+            return
+        assert time.monotonic() < deadline, f"discovered :{found}, not :{port}"
+        time.sleep(0.05)
