@@ -14,10 +14,10 @@ from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 
 from ratelimits.engine.policy import Check
 from ratelimits.engine.store import connection, failover
-from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer
 from tests.helpers import (
     item_statuses,
+    make_policy,
     sentinel_failover,
     sentinel_servers,
     sentinel_switch,
@@ -37,9 +37,7 @@ def test_the_limiter_reaches_the_primary_through_the_sentinel_with_its_own_timeo
     client, sentinel_site
 ):
     primary, _, sentinel = sentinel_site
-    Policy.objects.create(
-        name="items", endpoint="api:items", algorithm="sliding_log", limit=2, window=60, key="ip"
-    )
+    make_policy("items", limit=2)
     pool = connection.get_client().connection_pool
     assert isinstance(pool, SentinelConnectionPool) and pool.service_name == sentinel.service
     assert pool.connection_kwargs["socket_timeout"] == 0.1  # not the cache's 1 s
@@ -49,9 +47,7 @@ def test_the_limiter_reaches_the_primary_through_the_sentinel_with_its_own_timeo
 
 def test_after_a_failover_limiting_continues_on_the_new_primary(client, sentinel_site):
     primary, replica, sentinel = sentinel_site
-    Policy.objects.create(
-        name="items", endpoint="api:items", algorithm="sliding_log", limit=2, window=60, key="ip"
-    )
+    make_policy("items", limit=2)
     assert item_statuses(client, "203.0.113.7", 3) == [200, 200, 429]
     sentinel_failover(primary, replica, sentinel)
     seen: list[int] = []
@@ -77,9 +73,7 @@ def test_an_operators_failover_moves_the_limiter_before_the_old_primary_is_demot
     Sentinel's ``+switch-master`` and moves its held connection at once, so it counts on
     the new primary while the old one is still a primary."""
     primary, replica, sentinel = sentinel_site
-    Policy.objects.create(
-        name="items", endpoint="api:items", algorithm="sliding_log", limit=100, window=60, key="ip"
-    )
+    make_policy("items", limit=100)
     if path == "async":
         async_to_sync(_failover_on_one_loop)(primary, replica, sentinel)
         return
@@ -130,9 +124,7 @@ def test_an_operators_failover_moves_every_connection_an_event_loop_holds(client
     connection left on the old primary would be taken again under concurrency and count
     there until its demotion (about ten seconds) throws the counts away."""
     primary, replica, sentinel = sentinel_site
-    Policy.objects.create(
-        name="items", endpoint="api:items", algorithm="sliding_log", limit=100, window=60, key="ip"
-    )
+    make_policy("items", limit=100)
     async_to_sync(_concurrent_failover_on_one_loop)(primary, replica, sentinel)
 
 
@@ -190,14 +182,7 @@ def test_a_sentinel_that_has_not_heard_of_a_failover_does_not_send_the_limiter_b
             listed = [("127.0.0.1", stale.port), ("127.0.0.1", fresh.port)]
             _wait_discovered(Sentinel(listed), service, elsewhere.port)  # the first one's
             through_sentinels(settings, service, [stale, fresh])
-            Policy.objects.create(
-                name="items",
-                endpoint="api:items",
-                algorithm="sliding_log",
-                limit=2,
-                window=60,
-                key="ip",
-            )
+            make_policy("items", limit=2)
             assert item_statuses(client, "203.0.113.7", 3) == [200, 200, 429]
             assert async_to_sync(_admitted)("198.51.100.9")
             for ip in ("203.0.113.7", "198.51.100.9"):
