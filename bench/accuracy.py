@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.common import Context, Section, Target, markdown_table, median
-from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import limiter
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.testing.replay import queue_decide
 
 ALGORITHMS = [

@@ -54,7 +54,7 @@ def contenders(ctx: Context) -> list[Contender]:
     from limits.strategies import MovingWindowRateLimiter
 
     from ratelimits.engine import limiter
-    from ratelimits.engine.policy import Check, CompiledPolicy
+    from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 
     def compiled(name: str, algorithm: str, counts: str = "all") -> CompiledPolicy:
         return CompiledPolicy.build(

@@ -84,7 +84,7 @@ def engine_calls(ctx: Context) -> list[EngineCall]:
     from limits.strategies import MovingWindowRateLimiter
 
     from ratelimits.engine import limiter
-    from ratelimits.engine.policy import Check, CompiledPolicy
+    from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 
     policy = CompiledPolicy.build(
         name="bench-async-engine", endpoint="x", algorithm=ALGORITHM, limit=LIMIT, window=WINDOW

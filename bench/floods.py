@@ -24,7 +24,7 @@ from django.test import override_settings
 
 from bench.common import DECIDE_COMMANDS, Context, Section, Target, markdown_table
 from ratelimits.engine import limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.testutils import reset_state
 
 ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window")

@@ -25,7 +25,7 @@ from redis.connection import AbstractConnection
 from bench.common import DECIDE_COMMANDS, Context, Section, Target, markdown_table, median
 from ratelimits.engine import limiter
 from ratelimits.engine.calls import decide_call
-from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.store import caller, commands, connection
 
 SCOPE = "hotpath"

@@ -40,10 +40,10 @@ from bench.common import (
 )
 from ratelimits.conf import app_settings
 from ratelimits.database import policy_source
-from ratelimits.engine import table as policy_table
-from ratelimits.engine.keys import version_key
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.table import PolicyTable
+from ratelimits.engine.keys.names import version_key
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table import current as policy_table
+from ratelimits.engine.table.current import PolicyTable
 
 SIZES = (10, 1000, 5000)
 #: Matching at 5,000 policies may cost at most this many times what it costs at 10.

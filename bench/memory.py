@@ -33,8 +33,9 @@ from limits.strategies import (
 )
 
 from bench.common import Chart, Context, Section, Target, markdown_table, median, ratio
-from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import limiter
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.testing.replay import queue_decide
 from ratelimits.tools import memory
 

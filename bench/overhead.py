@@ -45,7 +45,7 @@ def algorithms() -> list[str]:
     """The rate algorithms this version of the app has (compact_log when present).
     ``concurrency`` is left out: its slot is given back after the response, which this
     module's requests never close; :mod:`bench.afterwards` measures it with its give-back."""
-    from ratelimits.engine.keys import ALGORITHM_SUFFIX
+    from ratelimits.engine.keys.names import ALGORITHM_SUFFIX
     from ratelimits.models import Algorithm
 
     return [a for a in ALGORITHM_SUFFIX if a in Algorithm.values and a != "concurrency"]
@@ -143,7 +143,7 @@ def uninstall() -> None:
 def flush_counts(ctx: Context) -> None:
     """Empty Redis but keep the policy table's version stamp (no table reload)."""
     from ratelimits.conf import app_settings
-    from ratelimits.engine.keys import version_key
+    from ratelimits.engine.keys.names import version_key
 
     client = ctx.client()
     key = version_key(app_settings.KEY_PREFIX)

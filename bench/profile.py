@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 
 from bench.common import BENCH_DIR, Context, Section, markdown_table
-from ratelimits.engine import limiter, table
+from ratelimits.engine import limiter
 from ratelimits.engine.store import connection
+from ratelimits.engine.table import current as table
 from ratelimits.http import facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE
 from ratelimits.throttling import PolicyThrottle

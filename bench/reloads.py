@@ -47,10 +47,10 @@ from bench.common import (
 from ratelimits.conf import app_settings
 from ratelimits.database import policy_source
 from ratelimits.engine import limiter
-from ratelimits.engine import table as policy_table
-from ratelimits.engine.keys import version_key
-from ratelimits.engine.policy import Check
+from ratelimits.engine.keys.names import version_key
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import connection as store
+from ratelimits.engine.table import current as policy_table
 
 SIZE = 5000
 #: Seconds between requests, and the refresh interval of the runs.
@@ -187,7 +187,7 @@ def persistent_connections() -> Iterator[None]:
     as production sites often make them; the keeper thread's is closed after it."""
     from django.db import connections
 
-    from ratelimits.engine.table_keeper import keeper
+    from ratelimits.engine.table.keeper import keeper
 
     database = connections.settings[DEFAULT_DB_ALIAS]
     before = database.get("CONN_MAX_AGE", 0)

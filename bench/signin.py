@@ -89,7 +89,7 @@ def contenders(ctx: Context) -> list[Contender]:
 
 
 def install(keys: tuple[str, ...]) -> None:
-    from ratelimits.engine import table
+    from ratelimits.engine.table import current as table
     from ratelimits.models import Policy
 
     Policy.objects.filter(name__startswith="bench-sign-in-").delete()

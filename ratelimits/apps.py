@@ -14,7 +14,8 @@ class RateLimitsConfig(AppConfig):
         changes, and count decisions for Prometheus (with the ``prometheus`` extra)."""
         from ratelimits import checks  # noqa: F401 - registers the system checks
         from ratelimits.database import policy_source, receivers
-        from ratelimits.engine import reporting, table
+        from ratelimits.engine.reporting import observers as reporting
+        from ratelimits.engine.table import current as table
 
         table.set_source(policy_source.load, release=policy_source.close_connections)
         receivers.connect()

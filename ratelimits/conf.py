@@ -18,7 +18,7 @@ from django.dispatch import receiver
 DEFAULTS: dict[str, Any] = {
     # "enforce": each policy as its mode says; "shadow": every policy decided and counted,
     # nothing denied (a denial is counted as a would-be one); "off": nothing decided, no
-    # Redis call, every request let through (ratelimits.engine.mode).
+    # Redis call, every request let through (ratelimits.engine.global_mode).
     "MODE": "enforce",
     # Alias of the django-redis (or django-valkey) cache whose server holds the counters.
     "CACHE": "default",

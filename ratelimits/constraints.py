@@ -8,7 +8,8 @@ from django.db.models import F, Q
 
 from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
-from ratelimits.engine import algorithms, override_identity, rules
+from ratelimits.engine import algorithms
+from ratelimits.engine.policy import override_identity, rules
 
 
 def one_of(field: str, values: tuple[str, ...]) -> dict[str, object]:

@@ -13,9 +13,10 @@ from django.db import models
 from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
 from ratelimits.constraints import OVERRIDE_CONSTRAINTS, POLICY_CONSTRAINTS
-from ratelimits.engine import algorithms, override_identity, rules
-from ratelimits.engine.describe import describe_rate
-from ratelimits.engine.periods import NOMINAL_WINDOW
+from ratelimits.engine import algorithms
+from ratelimits.engine.policy import override_identity, rules
+from ratelimits.engine.policy.describe import describe_rate
+from ratelimits.engine.policy.periods import NOMINAL_WINDOW
 from ratelimits.help_texts import OVERRIDE_HELP, POLICY_HELP
 from ratelimits.querysets import AnnouncingQuerySet
 
@@ -156,7 +157,7 @@ class Policy(models.Model):
 
     @property
     def rate_display(self) -> str:
-        """The rate as :func:`~ratelimits.engine.policy.describe_rate` words it."""
+        """The rate as :func:`~ratelimits.engine.policy.compiled.describe_rate` words it."""
         return describe_rate(
             self.limit,
             self.window,

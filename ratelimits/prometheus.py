@@ -11,7 +11,7 @@
     ``fallback`` (Redis failed or its breaker was open: the fail mode answered).
 ``ratelimits_near_limit_total{policy}``
     Admitted requests that took a client's count under ``policy`` to
-    ``RATELIMITS["NEAR_LIMIT"]`` of its limit (:mod:`ratelimits.engine.near_limit`): once
+    ``RATELIMITS["NEAR_LIMIT"]`` of its limit (:mod:`ratelimits.engine.reporting.near_limit`): once
     per crossing, not per request above it.
 ``ratelimits_redis_evicted_keys_total{node}``, ``ratelimits_redis_maxmemory_bytes{node}``,
 ``ratelimits_redis_can_evict{node, maxmemory_policy}``
@@ -23,7 +23,7 @@
 
 The engine calls :func:`observe` once per decided request, with each decision's outcome
 worked out once for it and the dashboard's counts (``AppConfig.ready()`` adds it as an
-observer, :mod:`ratelimits.engine.reporting`); read-only peeks are not counted.
+observer, :mod:`ratelimits.engine.reporting.observers`); read-only peeks are not counted.
 :func:`metrics_view` serves the text exposition (``ratelimits.urls`` and
 ``ratelimits.urls.metrics`` mount it) to the clients whose ``REMOTE_ADDR`` is in
 ``RATELIMITS["METRICS_ALLOWED_NETWORKS"]`` (loopback and private networks by default), a
@@ -58,8 +58,9 @@ except ImportError as missing:
     raise MissingExtra("Prometheus metrics", "prometheus-client", "prometheus") from missing
 
 from ratelimits.engine.decision import NEAR_LIMIT, Outcomes
-from ratelimits.engine.reporting import SOURCES
-from ratelimits.engine.store import connection, eviction
+from ratelimits.engine.reporting.observers import SOURCES
+from ratelimits.engine.store import connection
+from ratelimits.tools.diagnostics import eviction
 
 #: Histogram buckets (seconds): a remembered denial takes tens of µs, a round trip to a
 #: nearby Redis a few hundred µs; ``SOCKET_TIMEOUT`` (100 ms) bounds a failing call.

@@ -31,7 +31,7 @@ request_throttled = Signal()
 
 #: Sent once for each policy an admitted request took near its limit: its count went from
 #: below ``RATELIMITS["NEAR_LIMIT"]`` (0.8) of the client's limit to at or above it with
-#: this request (:mod:`ratelimits.engine.near_limit`; shadow policies too, never for a
+#: this request (:mod:`ratelimits.engine.reporting.near_limit`; shadow policies too, never for a
 #: denied request). ``sender`` is the face, as for :data:`request_throttled`. Keyword
 #: arguments: ``request``, ``policy`` (its name), ``decision`` (the policy's
 #: :class:`~ratelimits.engine.decision.Decision`: ``limit``, ``remaining``, ``enforce``...)

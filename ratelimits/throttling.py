@@ -10,10 +10,10 @@ from typing import Any
 
 from rest_framework.throttling import BaseThrottle
 
-from ratelimits.engine import mode
+from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.table import get_table
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table.current import get_table
 from ratelimits.http import afterwards, facts, pipeline
 
 
@@ -23,7 +23,7 @@ class PolicyThrottle(BaseThrottle):
     A policy matches when its endpoint is the view's ``throttle_scope``, the resolved
     URL name (``namespace:name``), or a glob matching the path, and its methods are blank
     or hold the request's method. A policy's overrides give the request's user, group or
-    identity another limit or exempt them (:mod:`ratelimits.engine.overrides`), and
+    identity another limit or exempt them (:mod:`ratelimits.engine.policy.overrides`), and
     requests from ``EXEMPT_NETWORKS`` are never limited. All matching policies are decided
     in one Redis call.
     Override :meth:`get_policies` or :meth:`get_identity` to change what matches or who

@@ -30,7 +30,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import mode
+from ratelimits.engine import global_mode as mode
 from ratelimits.exceptions import RedisUnavailable
 from ratelimits.http.usage import usage_of
 from ratelimits.throttling import PolicyThrottle

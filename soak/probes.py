@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import redis
 
-from ratelimits.engine.keys import parse_key
+from ratelimits.engine.keys.names import parse_key
 from ratelimits.testutils import RedisServer
 from soak.history import LeaseLook, MemorySample
 from soak.topology import Topology

@@ -169,8 +169,8 @@ def _policy_table_source(request: pytest.FixtureRequest) -> Iterator[None]:
     before the test database is emptied: its read and PostgreSQL's TRUNCATE could
     deadlock."""
     from ratelimits.database import policy_source
-    from ratelimits.engine import table
-    from ratelimits.engine.table_keeper import keeper
+    from ratelimits.engine.table import current as table
+    from ratelimits.engine.table.keeper import keeper
 
     marker = request.node.get_closest_marker("django_db")
     committed = "transactional_db" in request.fixturenames or bool(

@@ -27,7 +27,7 @@ from django.db import connection
 
 from project.database import url_of
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys
+from ratelimits.engine.keys import names as keys
 from ratelimits.testutils import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent

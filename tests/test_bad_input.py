@@ -35,8 +35,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import denials, keys
-from ratelimits.engine.table import get_table
+from ratelimits.engine import denials
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.table.current import get_table
 from ratelimits.models import Policy
 from tests.helpers import make_policy
 

@@ -18,7 +18,7 @@ from ratelimits.checks import (
     THROTTLE_PATH,
     check_cache,
 )
-from ratelimits.engine import periods
+from ratelimits.engine.policy import periods
 from ratelimits.engine.store import scripts
 from ratelimits.models import Policy
 from tests.helpers import ratelimits_settings

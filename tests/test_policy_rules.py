@@ -1,6 +1,6 @@
 """One rule, three places that keep it: the model's validation, the database constraints
 and the compiled policy all refuse the same policies, for the same reason
-(ratelimits/engine/rules.py)."""
+(ratelimits/engine/policy/rules.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.test import override_settings
 
-from ratelimits.engine import rules
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy import rules
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 
 ROW = {"name": "p", "endpoint": "api:p", "algorithm": "sliding_log", "limit": 4, "window": 60}

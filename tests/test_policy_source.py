@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ratelimits.database import policy_source
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy, PolicyOverride
 from tests.helpers import make_policy
 

@@ -27,7 +27,7 @@ from rest_framework.request import Request
 from ratelimits import prometheus
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision, Verdict, outcomes
-from ratelimits.engine.identity import ip_identity
+from ratelimits.engine.keys.identity import ip_identity
 from ratelimits.signals import request_near_limit, request_throttled
 from ratelimits.testutils import free_port
 from ratelimits.throttling import PolicyThrottle

@@ -16,10 +16,10 @@ from asgiref.sync import async_to_sync
 from django.core.management import call_command
 from django.test import AsyncClient
 
-from ratelimits.engine import stats
-from ratelimits.engine.store import access
+from ratelimits.engine.reporting import stats
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer, reset_state
+from ratelimits.tools.diagnostics import acl as access
 from tests.helpers import caches_at, server_major
 from tests.wheel import REPO
 

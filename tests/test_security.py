@@ -22,7 +22,7 @@ from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.test import Client, override_settings
 
-from ratelimits.engine import stats
+from ratelimits.engine.reporting import stats
 from ratelimits.models import Policy
 from tests.helpers import make_policy, ratelimits_settings
 

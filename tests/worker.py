@@ -46,7 +46,7 @@ class Checks:
         self.seen: list[float] = []
 
     def note(self) -> None:
-        from ratelimits.engine.table_cache import cache
+        from ratelimits.engine.table.cache import cache
 
         at = cache.checked_at
         if not self.seen or at != self.seen[-1]:
@@ -54,14 +54,14 @@ class Checks:
 
     def of_table(self) -> str:
         """``<at> <before>`` of the check that started the build of the table in use."""
-        from ratelimits.engine.table_cache import cache
+        from ratelimits.engine.table.cache import cache
 
         at = cache.loaded_at
         return f"{at} {max((c for c in self.seen if c < at), default=0.0)}"
 
 
 def watch(name: str, seconds: float, username: str | None = None) -> None:
-    from ratelimits.engine import table
+    from ratelimits.engine.table import current as table
     from ratelimits.tools.identities import find_user
 
     user_key = str(find_user(username).pk) if username else None
@@ -85,8 +85,8 @@ def watch(name: str, seconds: float, username: str | None = None) -> None:
 def flood(path: str, seconds: float) -> None:
     from django.test import Client
 
-    from ratelimits.engine import table
-    from ratelimits.engine.table_cache import cache
+    from ratelimits.engine.table import current as table
+    from ratelimits.engine.table.cache import cache
 
     client = Client()
     deadline = time.monotonic() + seconds

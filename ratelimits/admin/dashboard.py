@@ -18,12 +18,13 @@ from django.template.response import TemplateResponse
 from ratelimits.admin.chart import render_svg
 from ratelimits.admin.usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
-from ratelimits.engine import mode
+from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import NEAR_LIMIT
-from ratelimits.engine.store import connection, errors, eviction
+from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Dashboard, Policy
 from ratelimits.tools import stats_reading
+from ratelimits.tools.diagnostics import eviction
 
 MINUTES = 60
 

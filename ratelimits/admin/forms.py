@@ -9,7 +9,7 @@ from django import forms
 from django.utils.text import capfirst
 
 from ratelimits.admin.widgets import EndpointInput
-from ratelimits.engine.periods import NOMINAL_WINDOW
+from ratelimits.engine.policy.periods import NOMINAL_WINDOW
 from ratelimits.models import Counts, Mode, Policy
 
 

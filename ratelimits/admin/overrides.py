@@ -11,7 +11,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from ratelimits.engine import override_identity
+from ratelimits.engine.policy import override_identity
 from ratelimits.models import Policy, PolicyOverride
 
 

@@ -10,8 +10,8 @@ import datetime as dt
 from dataclasses import dataclass
 
 from ratelimits.engine import algorithms
-from ratelimits.engine.identity import is_hashed
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys.identity import is_hashed
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy

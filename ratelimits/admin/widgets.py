@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from ratelimits.engine import algorithms
-from ratelimits.engine.describe import describe_duration
+from ratelimits.engine.policy.describe import describe_duration
 from ratelimits.tools import memory
 from ratelimits.tools.endpoints import suggestions
 

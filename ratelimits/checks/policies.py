@@ -12,7 +12,7 @@ from django.db import DatabaseError
 from django.db.models import Q
 
 from ratelimits.checks.names import LIMITER_MIDDLEWARE_PATH, SIGN_IN_BACKEND_PATH
-from ratelimits.engine import periods, rules
+from ratelimits.engine.policy import periods, rules
 from ratelimits.models import Policy
 
 #: The ``counts`` of a policy against guessing (with any policy that has a lockout): W040.

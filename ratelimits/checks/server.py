@@ -8,8 +8,10 @@ from typing import Any
 from django.core.checks import Info, Tags, Warning, register
 
 from ratelimits.checks.installation import check_cache
-from ratelimits.engine.store import access, cluster, connection, eviction
+from ratelimits.engine.store import cluster, connection
 from ratelimits.exceptions import ConfigurationError
+from ratelimits.tools.diagnostics import acl as access
+from ratelimits.tools.diagnostics import eviction
 
 #: Seconds the eviction check waits for each Redis server.
 EVICTION_CHECK_TIMEOUT = 2.0

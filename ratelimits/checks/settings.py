@@ -11,7 +11,8 @@ from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
 from ratelimits.conf import DEFAULTS, user_settings
-from ratelimits.engine import keys, mode
+from ratelimits.engine import global_mode as mode
+from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import cluster
 from ratelimits.http.proxies import parse_network
 
@@ -125,7 +126,7 @@ def _cluster_node_problems(nodes: Any) -> list[str]:
 
 @register(Tags.compatibility)
 def check_mode(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """``MODE`` is one of :data:`ratelimits.engine.mode.MODES` (any other value enforces)."""
+    """``MODE`` is one of :data:`ratelimits.engine.global_mode.MODES` (any other value enforces)."""
     value = user_settings().get("MODE", mode.ENFORCE)
     if isinstance(value, str) and value in mode.MODES:
         return []

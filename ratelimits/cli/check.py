@@ -11,11 +11,13 @@ from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
 from ratelimits.cli import output, records
-from ratelimits.engine import limiter, mode, table
-from ratelimits.engine.identity import ANON, UNKNOWN_IP, meta_key
-from ratelimits.engine.overrides import Exemption
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import global_mode as mode
+from ratelimits.engine import limiter
+from ratelimits.engine.keys.identity import ANON, UNKNOWN_IP, meta_key
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.policy.overrides import Exemption
 from ratelimits.engine.store import connection
+from ratelimits.engine.table import current as table
 from ratelimits.http import facts
 from ratelimits.tools.identities import find_user
 

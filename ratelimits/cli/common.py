@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools import inventory, policy_files
 from ratelimits.tools.identities import identity_from_text, previous_identities
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
-from ratelimits.engine import identity
+from ratelimits.engine.keys import identity
 
 
 def identity_label(tag: str, usernames: dict[str, str]) -> str:

@@ -10,7 +10,9 @@ from ratelimits.cli import output, records
 from ratelimits.cli.common import find_policy, parse_identity, previous_identities_option
 from ratelimits.cli.identities import identity_label, usernames_of
 from ratelimits.conf import app_settings
-from ratelimits.engine import algorithms, identity, keys
+from ratelimits.engine import algorithms
+from ratelimits.engine.keys import identity
+from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
 from ratelimits.tools.applied import applied

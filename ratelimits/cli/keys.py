@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ratelimits.cli import output, records
 from ratelimits.cli.common import find_policy, identity_option, ipv6_prefix_of
 from ratelimits.cli.identities import identity_label, usernames_of
-from ratelimits.engine import keys
+from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
 from ratelimits.tools.applied import Applied

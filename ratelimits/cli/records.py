@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratelimits.engine import algorithms, identity, keys
+from ratelimits.engine import algorithms
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys import identity
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools import inspection, inventory, timing
 from ratelimits.tools.applied import Applied
 

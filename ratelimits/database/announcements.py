@@ -4,7 +4,7 @@ A change to the ``Policy`` table (save, delete, queryset ``update()``, bulk crea
 announced once per transaction, after it commits: a version stamp in Redis is bumped so
 other workers reload within ``POLICY_REFRESH_INTERVAL``, the process rebuilds its own
 table in the background at once, serving the one it holds meanwhile
-(:func:`ratelimits.engine.table.mark_changed`), and
+(:func:`ratelimits.engine.table.current.mark_changed`), and
 :data:`ratelimits.signals.policy_changed` is sent. The model receivers that call
 :func:`schedule_policy_change` are in :mod:`ratelimits.database.receivers`; bulk writes
 call it from the models' queryset.
@@ -16,7 +16,7 @@ import threading
 
 from django.db import DEFAULT_DB_ALIAS, transaction
 
-from ratelimits.engine.table import mark_changed
+from ratelimits.engine.table.current import mark_changed
 from ratelimits.signals import policy_changed
 
 

@@ -1,6 +1,6 @@
 """The policy table's source: the enabled ``Policy`` rows and their overrides, compiled.
 
-``AppConfig.ready()`` hands :func:`load` to :func:`ratelimits.engine.table.set_source`, so
+``AppConfig.ready()`` hands :func:`load` to :func:`ratelimits.engine.table.current.set_source`, so
 the engine reads the database without knowing the models. A load asks whether there is
 any override; if so it reads them, the users and the groups they name, and those groups'
 members; then the policies, a few rows at a time as the table takes them (a background
@@ -26,9 +26,9 @@ from django.db import close_old_connections, connections, router
 from django.db.models import QuerySet
 
 from ratelimits.database import prepared
-from ratelimits.engine.overrides import compile_rules
-from ratelimits.engine.pacing import pause
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.policy.overrides import compile_rules
+from ratelimits.engine.table.pacing import pause
 from ratelimits.models import Policy, PolicyOverride
 
 logger = logging.getLogger("ratelimits")

@@ -26,9 +26,9 @@ engine import each other by their full path, never through this package.
 
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.limiter import adecide, decide, give_back, peek
-from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.receipt import Receipt
-from ratelimits.engine.table import PolicyTable, aget_table, get_table
+from ratelimits.engine.table.current import PolicyTable, aget_table, get_table
 
 __all__ = [
     "Check",

@@ -31,7 +31,7 @@ class Algorithm:
     name: str
     #: The model's choice label, as the admin shows it.
     label: str
-    #: The last part of its keys (:func:`ratelimits.engine.keys.build_key`).
+    #: The last part of its keys (:func:`ratelimits.engine.keys.names.build_key`).
     suffix: str
     #: What its key holds (:data:`State`).
     state: State

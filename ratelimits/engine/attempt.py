@@ -15,11 +15,11 @@ from ratelimits.engine.decision import Verdict
 from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial
 from ratelimits.engine.denials import remember as remember_denial
-from ratelimits.engine.near_limit import crossed as crossed_near_limit
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.receipt import receipt_of
-from ratelimits.engine.reporting import report
-from ratelimits.engine.shadow_log import shadow_log
+from ratelimits.engine.reporting.near_limit import crossed as crossed_near_limit
+from ratelimits.engine.reporting.observers import report
+from ratelimits.engine.reporting.shadow_log import shadow_log
 from ratelimits.engine.steps import ServerFailed
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection, errors
@@ -95,7 +95,7 @@ class Attempt:
 
 def _report(verdict: Verdict, started: float, source: str) -> None:
     """Count a recorded request that took from ``started`` (``perf_counter``) until now,
-    answered from ``source`` (see :data:`ratelimits.engine.reporting.SOURCES`)."""
+    answered from ``source`` (see :data:`ratelimits.engine.reporting.observers.SOURCES`)."""
     report(verdict, time.perf_counter() - started, source)
     for decision in verdict.decisions:
         if decision.shadow_denied:  # logged once per client and window

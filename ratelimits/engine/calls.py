@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import commands
 from ratelimits.engine.store.commands import bulk_strings
 

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 ALL_OUTCOMES = ("allowed", "denied", "shadow_denied", "not_counted", "failed_open", "failed_closed")
 
 #: Counted besides a decision's outcome, for an admitted request that took its policy's
-#: count to ``RATELIMITS["NEAR_LIMIT"]`` of the limit (see :mod:`ratelimits.engine.near_limit`).
+#: count to ``RATELIMITS["NEAR_LIMIT"]`` of the limit (see
+#: :mod:`ratelimits.engine.reporting.near_limit`).
 NEAR_LIMIT = "near_limit"
 
 
@@ -80,7 +81,7 @@ class Verdict:
     receipt: Receipt | None = field(default=None, compare=False)
     #: The decisions of an admitted, recorded request whose policy's count this request
     #: took to ``RATELIMITS["NEAR_LIMIT"]`` of its limit (see
-    #: :mod:`ratelimits.engine.near_limit`); usually none.
+    #: :mod:`ratelimits.engine.reporting.near_limit`); usually none.
     near_limit: tuple[Decision, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:

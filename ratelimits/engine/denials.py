@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 
 # (policy, identity, shard, limit): the limit too, because overrides can give clients
 # sharing one key (users behind one address, under a per-address policy) different limits.

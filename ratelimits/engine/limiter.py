@@ -13,7 +13,7 @@ Functions. The pieces behind it, each in a module of its own:
 - :mod:`~ratelimits.engine.calls` and :mod:`~ratelimits.engine.reply`: the call's
   arguments and its reply, as ``lua/decide.lua`` lays them out;
 - :mod:`~ratelimits.engine.give_back`: what a response gives back afterwards;
-- :mod:`~ratelimits.engine.queued`: a look queued on a tool's pipeline.
+- :mod:`~ratelimits.engine.pipelined`: a look queued on a tool's pipeline.
 
 When Redis cannot answer, or the circuit breaker is open, every policy answers with its
 fail mode instead. Nothing here knows about DRF, the admin or HTTP.
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from ratelimits.engine.attempt import Attempt
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.give_back import give_back
-from ratelimits.engine.policy import Check
-from ratelimits.engine.queued import queue_peek
+from ratelimits.engine.pipelined import queue_peek
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.receipt import Receipt
 from ratelimits.engine.steps import Steps, adrive, drive, plan
 from ratelimits.engine.store.connection import Client
@@ -55,7 +55,7 @@ def decide(checks: Sequence[Check], *, record: bool = True, now: float | None = 
     the Redis clock use and feed the worker's remembered denials. A recorded request is
     counted once (stats, the dashboard, Prometheus), with the time it took here; an
     admitted one names in ``verdict.near_limit`` the policies it took near their limits
-    (:mod:`ratelimits.engine.near_limit`).
+    (:mod:`ratelimits.engine.reporting.near_limit`).
     """
     if not checks:
         return Verdict()

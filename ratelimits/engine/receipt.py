@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import ratelimits.engine.algorithms as algorithms
 import ratelimits.engine.reply as replies
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 
 #: The lowest status that is a failure, for ``counts``.
 FAILURE_STATUS = 400

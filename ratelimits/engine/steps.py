@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import ratelimits.engine.calls as calls
 import ratelimits.engine.reply as replies
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.commands import DecideCall

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import ratelimits.engine.reply as replies
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.reminders import Reminder
 
 logger = logging.getLogger("ratelimits")

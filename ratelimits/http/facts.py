@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import key_rotation
-from ratelimits.engine.exemptions import is_exempt_address
-from ratelimits.engine.identity import (
+from ratelimits.engine.keys import rotation as key_rotation
+from ratelimits.engine.keys.exemptions import is_exempt_address
+from ratelimits.engine.keys.identity import (
     ANON,
     GLOBAL,
     header_identity,
@@ -24,7 +24,7 @@ from ratelimits.engine.identity import (
     principal_text,
     user_identity,
 )
-from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.reminders import Reminder
 from ratelimits.http.proxies import client_ip  # every face reads the address here
 
@@ -46,7 +46,7 @@ def request_identity(
     ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``anon``, ``header``,
     ``global``. Under ``user`` and ``user_or_ip`` a client counts as its authentication:
     its user (:func:`authenticated_user`), else the principal in ``request.auth`` (an API
-    key object or string, hashed: :func:`~ratelimits.engine.identity.principal`). A
+    key object or string, hashed: :func:`~ratelimits.engine.keys.identity.principal`). A
     ``user`` policy does not count anonymous requests; ``user_or_ip`` counts them by
     address. ``anon`` is DRF's ``AnonRateThrottle``: a request without a user counts by
     address (an API client authenticated as another principal too), one with a user not
@@ -78,7 +78,7 @@ def previous_identities(kind: str, request: Any, header_meta_key: str | None) ->
     """``request``'s identity under each ``SECRET_KEY_FALLBACKS`` key, when it is a hash of a
     secret (a header's value, an API client's principal); empty otherwise, or with no
     fallback keys. An override stored before a key rotation matches one of them
-    (:mod:`ratelimits.engine.key_rotation`); asked only on a miss among hashed overrides."""
+    (:mod:`ratelimits.engine.keys.rotation`); asked only on a miss among hashed overrides."""
     if not key_rotation.fallback_keys():
         return ()
     if kind == "header" and header_meta_key:

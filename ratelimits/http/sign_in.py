@@ -25,12 +25,12 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from ratelimits.engine import mode
+from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
-from ratelimits.engine.identity import username_identity
-from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.keys.identity import username_identity
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.receipt import FAILURE_STATUS
-from ratelimits.engine.table import PolicyTable
+from ratelimits.engine.table.current import PolicyTable
 from ratelimits.http import afterwards, facts
 from ratelimits.http.headers import attach_decisions
 from ratelimits.http.pipeline import core, drivers

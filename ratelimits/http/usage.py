@@ -22,12 +22,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ratelimits.engine import periods
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.identity import GLOBAL, describe
+from ratelimits.engine.keys.identity import GLOBAL, describe
 from ratelimits.engine.limiter import decide
-from ratelimits.engine.policy import Check, CompiledPolicy
-from ratelimits.engine.table import get_table
+from ratelimits.engine.policy import periods
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
+from ratelimits.engine.table.current import get_table
 from ratelimits.exceptions import RedisUnavailable
 from ratelimits.http import facts
 

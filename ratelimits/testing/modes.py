@@ -10,7 +10,7 @@ from django.test.utils import override_settings
 
 from ratelimits.conf import user_settings
 
-# The values of ratelimits.engine.mode, written here: test settings import this package
+# The values of ratelimits.engine.global_mode, written here: test settings import this package
 # before Django is set up, and the engine's package would import far more.
 _OFF, _SHADOW = "off", "shadow"
 

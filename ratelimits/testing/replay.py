@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import redis
 
-from ratelimits.engine.policy import Check
-from ratelimits.engine.queued import queue_script
+from ratelimits.engine.pipelined import queue_script
+from ratelimits.engine.policy.compiled import Check
 
 
 def queue_decide(

@@ -1,12 +1,12 @@
 """Which limit applies to the client a key counts: overrides as the request path applies them.
 
 On the request path :func:`ratelimits.http.facts.checks_for` hands the request's user and
-identity to :meth:`~ratelimits.engine.policy.CompiledPolicy.for_client`. A tool reading a
+identity to :meth:`~ratelimits.engine.policy.compiled.CompiledPolicy.for_client`. A tool reading a
 key has only the key's identity, which says who the client is: ``u:<pk>`` (or ``u#<hash>``)
 a user, whose user override and groups' overrides apply as on the request path; ``ip:…``
 an address, which address and network overrides and ``EXEMPT_NETWORKS`` match; ``h:…`` a
 hashed API key. :func:`applied` asks the engine's own rule lookup
-(:meth:`~ratelimits.engine.policy.CompiledPolicy.rule_for`) on policies whose overrides
+(:meth:`~ratelimits.engine.policy.compiled.CompiledPolicy.rule_for`) on policies whose overrides
 are compiled by the code that compiles the policy table's
 (:func:`ratelimits.database.policy_source.with_overrides`).
 
@@ -21,10 +21,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ratelimits.database.policy_source import with_overrides as attach_overrides
-from ratelimits.engine.exemptions import is_exempt_address
-from ratelimits.engine.identity import user_identity
-from ratelimits.engine.overrides import Exemption
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys.exemptions import is_exempt_address
+from ratelimits.engine.keys.identity import user_identity
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.policy.overrides import Exemption
 from ratelimits.models import Policy
 
 #: ``override`` of a client that ``EXEMPT_NETWORKS`` exempts from every policy.

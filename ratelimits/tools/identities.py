@@ -13,8 +13,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from ratelimits.engine import key_rotation
-from ratelimits.engine.identity import (
+from ratelimits.engine.keys import rotation as key_rotation
+from ratelimits.engine.keys.identity import (
     GLOBAL,
     UNKNOWN_IP,
     header_identity,
@@ -88,7 +88,7 @@ def previous_identities(text: str) -> tuple[str, ...]:
     """What the secret in ``text`` (``header:<Name>=<value>``, ``auth:<API client>``) was
     hashed to under each ``SECRET_KEY_FALLBACKS`` key: the identities an override stored
     before a key rotation holds, and the keys counted before it. Empty for any other form,
-    or without fallback keys (see :mod:`ratelimits.engine.key_rotation`)."""
+    or without fallback keys (see :mod:`ratelimits.engine.keys.rotation`)."""
     text = text.strip()
     if text.startswith("auth:"):
         name = text.removeprefix("auth:").strip()

@@ -19,9 +19,10 @@ from typing import Any
 
 import redis
 
-from ratelimits.engine import algorithms, keys, limiter
+from ratelimits.engine import algorithms, limiter
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.applied import Applied

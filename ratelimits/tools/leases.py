@@ -16,7 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ratelimits.engine import algorithms, keys
+from ratelimits.engine import algorithms
+from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.inventory import by_node
 from ratelimits.tools.snapshots import read_together

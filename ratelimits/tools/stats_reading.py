@@ -1,5 +1,5 @@
 """The dashboard's per-minute counts read back from Redis: the ``<prefix>:stats:<minute>``
-hashes that :mod:`ratelimits.engine.stats` flushes (field ``<policy>:<outcome>``), as a
+hashes that :mod:`ratelimits.engine.reporting.stats` flushes (field ``<policy>:<outcome>``), as a
 :class:`Series` per policy per minute (:func:`series`) or the recent denials per policy
 (:func:`denied_since`). Only the admin reads them."""
 
@@ -13,7 +13,7 @@ import redis
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import ALL_OUTCOMES, NEAR_LIMIT
-from ratelimits.engine.stats import stats_key
+from ratelimits.engine.reporting.stats import stats_key
 from ratelimits.engine.store import connection
 
 #: The outcomes the dashboard charts, in this order.

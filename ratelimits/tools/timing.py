@@ -1,6 +1,6 @@
 """When what holds a client back ends: its lockout, and a calendar policy's period.
 
-A lockout's key (``lua/decide.lua``; :data:`ratelimits.engine.keys.LOCK_SUFFIX`) holds
+A lockout's key (``lua/decide.lua``; :data:`ratelimits.engine.keys.names.LOCK_SUFFIX`) holds
 when the lockout ends, in microseconds on the Redis clock, and expires then: read it
 with ``GET`` and the server's ``TIME`` (:func:`lockout_from`). A calendar policy's counts
 reset at the start of its next period, a local midnight of its time zone
@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ratelimits.engine import periods
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy import periods
+from ratelimits.engine.policy.compiled import CompiledPolicy
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from ratelimits.engine import limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.tools import memory
 from tests.helpers import history, make_policy, staff_client, use
@@ -453,7 +453,7 @@ def test_staff_without_permissions_see_nothing():
 
 def deny_twice(policy: Policy) -> None:
     """One admission then two denials at limit 1, flushed to Redis."""
-    from ratelimits.engine import stats
+    from ratelimits.engine.reporting import stats
 
     use(policy, "ip:203.0.113.7", 3)
     assert stats.flush()
@@ -501,7 +501,7 @@ def test_dashboard_is_linked_from_the_index_and_draws_each_policy(admin_client):
 
 
 def test_dashboard_shows_near_limit_beside_allowed_and_denied(admin_client, settings):
-    from ratelimits.engine import stats
+    from ratelimits.engine.reporting import stats
 
     settings.RATELIMITS = {**settings.RATELIMITS, "NEAR_LIMIT": 0.8}
     login = make_policy("login", limit=10)

@@ -12,8 +12,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import limiter
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.testutils import reset_state
 from ratelimits.tools import memory

@@ -10,7 +10,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from ratelimits.engine import table
+from ratelimits.engine.table import current as table
 from ratelimits.models import Policy, PolicyOverride
 from tests.helpers import hashed, history, make_policy, staff_client
 

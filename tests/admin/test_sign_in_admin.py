@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from ratelimits.engine.identity import username_identity
+from ratelimits.engine.keys.identity import username_identity
 from tests.helpers import create_policy
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]

@@ -13,7 +13,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.test import RequestFactory, override_settings
 
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.http import facts
 from ratelimits.testutils import free_port
 from tests.cli.traffic import SECRET, V4, add_policy, all_keys, hit, mid_window, redis_now_us

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.test import override_settings
 
-from ratelimits.engine import identity
+from ratelimits.engine.keys import identity
 from tests.cli.traffic import SECRET, V4, all_keys, hit, peek, refused, row_of
 from tests.helpers import cells, ratelimits_settings, run, run_json
 

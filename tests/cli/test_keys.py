@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ratelimits.cli import output
-from ratelimits.engine.keys import build_key
+from ratelimits.engine.keys.names import build_key
 from ratelimits.models import Policy
 from ratelimits.tools import inventory
 from tests.cli.traffic import (

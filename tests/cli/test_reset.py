@@ -8,7 +8,7 @@ from io import StringIO
 
 import pytest
 
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 from tests.cli.traffic import V4, all_keys, dumps, hit, refused
 from tests.helpers import Terminal, run, run_json

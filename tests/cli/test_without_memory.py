@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ratelimits.engine import limiter
-from ratelimits.engine.policy import Check, CompiledPolicy
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer, reset_state
 from tests.helpers import caches_at

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.testutils import reset_state
 from ratelimits.validators import MAX_WINDOW

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from ratelimits.engine import keys, limiter
+from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision
+from ratelimits.engine.keys import names as keys
 from ratelimits.testing.replay import queue_decide
 from tests.helpers import policy
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 
 from ratelimits.choices import Algorithm
-from ratelimits.engine import algorithms, keys
+from ratelimits.engine import algorithms
+from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store.scripts import DECIDE_PARTS, lua_dir
 from ratelimits.tools import memory
 

@@ -14,7 +14,7 @@ import pytest
 
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Verdict
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import async_caller, connection
 from tests.helpers import policy, ratelimits_settings, wait_clear_of_window_boundary
 

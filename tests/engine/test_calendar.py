@@ -9,8 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ratelimits.engine import limiter, periods
-from ratelimits.engine.policy import Check
+from ratelimits.engine import limiter
+from ratelimits.engine.policy import periods
+from ratelimits.engine.policy.compiled import Check
 from tests.helpers import IDENTITY, hit, policy
 
 pytestmark = pytest.mark.usefixtures("backend")

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from ratelimits.engine import denials, limiter, table
+from ratelimits.engine import denials, limiter
+from ratelimits.engine.table import current as table
 from ratelimits.models import Policy
 from ratelimits.tools import inventory
 from tests.helpers import IDENTITY, decide_calls, policy, start_worker, worker_line

@@ -13,7 +13,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ratelimits.engine.identity import (
+from ratelimits.engine.keys.identity import (
     header_identity,
     ip_identity,
     principal,

@@ -13,9 +13,9 @@ import pytest
 from django.core.management import call_command
 from django.test import Client, RequestFactory, override_settings
 
-from ratelimits.engine import table
-from ratelimits.engine.identity import ip_identity
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys.identity import ip_identity
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table import current as table
 from ratelimits.http import facts
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.identities import identity_from_text

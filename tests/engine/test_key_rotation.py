@@ -8,8 +8,9 @@ import pytest
 from django.contrib.auth.models import Group
 from django.test import override_settings
 
-from ratelimits.engine import identity, key_rotation
-from ratelimits.engine.overrides import Exemption, compile_rules
+from ratelimits.engine.keys import identity
+from ratelimits.engine.keys import rotation as key_rotation
+from ratelimits.engine.policy.overrides import Exemption, compile_rules
 from ratelimits.models import PolicyOverride
 from tests.helpers import create_policy, hashed, policy, run
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ratelimits.engine import limiter
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from tests.helpers import IDENTITY, hit, hit_all, policy
 
 pytestmark = pytest.mark.usefixtures("backend")

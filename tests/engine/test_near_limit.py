@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from ratelimits.engine import limiter, stats
+from ratelimits.engine import limiter
 from ratelimits.engine.decision import Verdict, outcomes
-from ratelimits.engine.identity import ip_identity
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys.identity import ip_identity
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.reporting import stats
 from ratelimits.engine.store import connection
 from ratelimits.models import PolicyOverride
 from ratelimits.signals import request_near_limit

@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test import RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 
-from ratelimits.engine import table
+from ratelimits.engine.table import current as table
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.throttling import PolicyThrottle
 from tests.helpers import create_policy, decide_calls, start_worker, worker_line

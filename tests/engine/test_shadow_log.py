@@ -9,8 +9,8 @@ import pytest
 
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.policy import Check
-from ratelimits.engine.shadow_log import QUIET_MAX, SUMMARY_INTERVAL, ShadowLog
+from ratelimits.engine.policy.compiled import Check
+from ratelimits.engine.reporting.shadow_log import QUIET_MAX, SUMMARY_INTERVAL, ShadowLog
 from tests.helpers import policy
 
 

@@ -10,9 +10,10 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.script_args import shard_limits
+from ratelimits.engine import limiter
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.policy.script_args import shard_limits
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.tools import inventory

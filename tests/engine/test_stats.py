@@ -17,8 +17,8 @@ from django.core.checks import run_checks
 from django.test import override_settings
 
 from ratelimits.admin.chart import render_all, render_svg
-from ratelimits.engine import stats
 from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.reporting import stats
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.breaker import breaker
 from ratelimits.models import Policy

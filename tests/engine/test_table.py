@@ -11,10 +11,10 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ratelimits.engine import matching as matching_module
-from ratelimits.engine.globs import glob_matcher, glob_prefix, path_prefixes
-from ratelimits.engine.matching import PolicyTable
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table import policy_table as matching_module
+from ratelimits.engine.table.globs import glob_matcher, glob_prefix, path_prefixes
+from ratelimits.engine.table.policy_table import PolicyTable
 
 
 def policy(name: str, endpoint: str, methods: str = "") -> CompiledPolicy:

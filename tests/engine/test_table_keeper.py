@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from ratelimits.engine.table_keeper import THREAD_NAME, Keeper
+from ratelimits.engine.table.keeper import THREAD_NAME, Keeper
 
 
 def test_jobs_run_in_order_in_one_thread_that_stays():
@@ -56,7 +56,7 @@ def test_a_stuck_job_is_left_to_its_thread_and_a_new_one_takes_the_next():
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
 def test_a_forked_child_runs_its_jobs_in_a_thread_of_its_own():
-    from ratelimits.engine.table_keeper import keeper
+    from ratelimits.engine.table.keeper import keeper
 
     keeper.submit(lambda: None)
     assert keeper.wait_idle(10)

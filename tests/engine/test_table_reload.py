@@ -22,11 +22,12 @@ from django.db import connection, connections
 
 from ratelimits.conf import app_settings
 from ratelimits.database import policy_source
-from ratelimits.engine import denials, limiter, table
-from ratelimits.engine.keys import version_key
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.table_cache import cache
-from ratelimits.engine.table_keeper import THREAD_NAME, keeper
+from ratelimits.engine import denials, limiter
+from ratelimits.engine.keys.names import version_key
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table import current as table
+from ratelimits.engine.table.cache import cache
+from ratelimits.engine.table.keeper import THREAD_NAME, keeper
 from ratelimits.models import Policy
 from tests.helpers import IDENTITY, make_policy, policy, wait_until
 

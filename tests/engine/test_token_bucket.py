@@ -8,8 +8,9 @@ import threading
 import pytest
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import limiter
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, memory
 from tests.helpers import IDENTITY, hit, policy

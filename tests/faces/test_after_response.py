@@ -23,7 +23,7 @@ from django.urls import path
 
 from ratelimits.conf import app_settings
 from ratelimits.decorators import ratelimit
-from ratelimits.engine.table import get_table
+from ratelimits.engine.table.current import get_table
 from tests.faces.after_urls import in_flight
 from tests.helpers import create_policy, ratelimits_settings
 

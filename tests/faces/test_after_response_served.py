@@ -42,7 +42,7 @@ from django.contrib.auth.models import User
 from project.api.demo_policies import DEMO_POLICIES
 from ratelimits.conf import app_settings
 from ratelimits.engine.limiter import Check, peek
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer, free_port

@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 from rest_framework.authtoken.models import Token
 
-from ratelimits.engine.identity import principal_identity
+from ratelimits.engine.keys.identity import principal_identity
 from ratelimits.models import PolicyOverride
 from tests.helpers import create_policy, statuses
 

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from project.api.demo_policies import DEMO_POLICIES
 from ratelimits.engine.limiter import Check, decide, give_back
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 
 pytestmark = pytest.mark.django_db

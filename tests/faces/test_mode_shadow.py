@@ -14,8 +14,8 @@ from asgiref.sync import async_to_sync
 from django.test import override_settings
 from prometheus_client import REGISTRY
 
-from ratelimits.engine import stats
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.reporting import stats
 from ratelimits.testutils import limits_shadow
 from ratelimits.tools import stats_reading
 from tests.helpers import create_policy, ratelimits_settings

@@ -94,7 +94,7 @@ def test_shadow_mode_logs_and_counts_but_lets_requests_pass(client, caplog):
         assert statuses(client, "/api/items/", 5) == [200] * 5
     assert counter("items", "allowed") - counted["allowed"] == 2
     assert counter("items", "shadow_denied") - counted["shadow_denied"] == 3
-    # Logged once per client and window (ratelimits.engine.shadow_log), not per request.
+    # Logged once per client and window (ratelimits.engine.reporting.shadow_log), not per request.
     assert sum("shadow policy items would deny" in m for m in caplog.messages) == 1
 
 

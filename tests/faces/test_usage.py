@@ -16,7 +16,7 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from ratelimits.engine.limiter import Check, decide
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import PolicyOverride
 from ratelimits.testutils import free_port
 from tests.helpers import caches_at, create_policy, decide_calls, logged_in, ratelimits_settings

@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from project.pages.views import hello
 from ratelimits.conf import app_settings
-from ratelimits.engine.reporting import SOURCES
+from ratelimits.engine.reporting.observers import SOURCES
 from ratelimits.middleware import RateLimitMiddleware
 from ratelimits.models import Policy
 from ratelimits.testutils import free_port

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ratelimits.engine import stats
 from ratelimits.engine.decision import Verdict, outcomes
+from ratelimits.engine.reporting import stats
 
 
 def count_verdict(verdict: Verdict, *, now: float | None = None) -> None:

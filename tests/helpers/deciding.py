@@ -9,7 +9,7 @@ import pytest
 
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.models import Policy
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ratelimits.engine import keys
-from ratelimits.engine.identity import header_identity, meta_key
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.keys.identity import header_identity, meta_key
+from ratelimits.engine.policy.compiled import CompiledPolicy
 
 HASHED_HEADER = re.compile(r"h:[0-9a-f]{32}")
 HASHED_USER = re.compile(r"u#[0-9a-f]{32}")

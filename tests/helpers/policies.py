@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib.auth.models import Group, User
 
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy, PolicyOverride
 
 

@@ -15,8 +15,8 @@ from django.test import RequestFactory, override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ratelimits.engine import table
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table import current as table
 from ratelimits.http import facts
 from ratelimits.http.facts import client_ip, request_identity
 from ratelimits.models import PolicyOverride

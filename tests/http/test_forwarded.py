@@ -15,7 +15,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ratelimits.engine.exemptions import is_exempt_address
+from ratelimits.engine.keys.exemptions import is_exempt_address
 from ratelimits.http import proxies
 from ratelimits.http.facts import client_ip
 from ratelimits.http.forwarded import forwarded_for, parse_node, walk, x_forwarded_for

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from ratelimits.engine import limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.http import facts
 from ratelimits.testing.replay import queue_decide
 from tests.helpers import IDENTITY, create_policy, policy, ratelimits_settings

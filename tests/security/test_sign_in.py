@@ -22,7 +22,7 @@ from django.contrib.auth.signals import user_login_failed
 from django.core.management import call_command
 from django.test import Client, RequestFactory
 
-from ratelimits.engine.identity import username_identity
+from ratelimits.engine.keys.identity import username_identity
 from tests.helpers import create_policy, run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]

@@ -25,8 +25,8 @@ from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.shadow_log import shadow_log
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.reporting.shadow_log import shadow_log
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.testutils import reset_state
 from tests.helpers import problems_of, ratelimits_settings

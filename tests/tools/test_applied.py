@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, Group, User
 from django.test import RequestFactory
 
-from ratelimits.engine.identity import principal_identity, user_identity
-from ratelimits.engine.overrides import compile_rules
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys.identity import principal_identity, user_identity
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.policy.overrides import compile_rules
 from ratelimits.http import facts
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools import inventory

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import limiter
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.testutils import reset_state
 from ratelimits.tools import inventory

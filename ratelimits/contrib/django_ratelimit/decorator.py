@@ -24,8 +24,8 @@ from ratelimits.contrib.django_ratelimit.spec import (
     declare,
     default_group,
 )
-from ratelimits.engine import mode
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import global_mode as mode
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.http import afterwards, pipeline
 from ratelimits.http.headers import decisions_of
 

@@ -17,8 +17,8 @@ from asgiref.sync import sync_to_async
 from ratelimits.contrib.django_ratelimit.naming import policy_rows
 from ratelimits.contrib.django_ratelimit.spec import Spec
 from ratelimits.database.policy_source import with_overrides
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.table import PolicyTable, aget_table, get_table
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table.current import PolicyTable, aget_table, get_table
 from ratelimits.models import Policy
 
 #: By policy name: the table it was last missing from, and the policy read then

@@ -15,10 +15,10 @@ from typing import Any
 
 from django.http import HttpResponse
 
-from ratelimits.engine import mode
+from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
-from ratelimits.engine.policy import Check, CompiledPolicy
-from ratelimits.engine.table import PolicyTable
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
+from ratelimits.engine.table.current import PolicyTable
 from ratelimits.http import afterwards, facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
 from ratelimits.signals import Announcement, announcements

@@ -12,7 +12,7 @@ from django.utils.functional import LazyObject, empty
 import ratelimits.http.pipeline.core as core
 from ratelimits import signals
 from ratelimits.engine.limiter import adecide, decide
-from ratelimits.engine.table import aget_table, get_table
+from ratelimits.engine.table.current import aget_table, get_table
 from ratelimits.http import responses
 
 T = TypeVar("T")

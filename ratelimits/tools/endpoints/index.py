@@ -29,7 +29,7 @@ class EndpointIndex:
 
     A name endpoint matches a URL name or a scope, as the policy table compares them. A
     path glob (an endpoint starting with ``/`` or ``*``, as
-    :attr:`~ratelimits.engine.policy.CompiledPolicy.is_path_pattern` tells) matches when
+    :attr:`~ratelimits.engine.policy.compiled.CompiledPolicy.is_path_pattern` tells) matches when
     some path reaches both: one of the URLconf's paths with sample values in its
     parameters (:data:`~.urlconf.PARAMETER_SAMPLES`) that the glob matches, or the glob with its
     wildcards filled in (:data:`~.globs.STAR_FILLINGS`) that a URL pattern's regex matches. Either

@@ -8,9 +8,10 @@ from typing import Any
 import redis
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys, table
+from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
+from ratelimits.engine.table import current as table
 
 #: Keys per ``SCAN`` call (a hint to Redis) and per ``UNLINK`` batch.
 SCAN_BATCH = 1000

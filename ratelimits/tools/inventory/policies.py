@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ratelimits.engine import keys, limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine import limiter
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.tools.applied import Applied, applied, with_overrides
 

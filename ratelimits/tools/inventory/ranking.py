@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ratelimits.engine import keys
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.inventory.keyspace import scan
 from ratelimits.tools.inventory.usage import KeyUsage, usage

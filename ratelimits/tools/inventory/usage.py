@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import redis
 
-from ratelimits.engine import keys, limiter
+from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store.connection import Client
 from ratelimits.tools.applied import Applied
 from ratelimits.tools.inventory.keyspace import by_node

@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 
-from ratelimits.engine import override_identity
+from ratelimits.engine.policy import override_identity
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.policy_files.errors import PolicyFileError, describe, validation_lines
 from ratelimits.tools.policy_files.plans import OverridePlan, file_under

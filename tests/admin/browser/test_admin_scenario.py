@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from ratelimits.admin.widgets import large_log_advice
-from ratelimits.engine import stats
+from ratelimits.engine.reporting import stats
 from ratelimits.models import Policy
 from ratelimits.tools.memory import bytes_per_client, human, is_large
 

@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from ratelimits.contrib import django_ratelimit
 from ratelimits.contrib.django_ratelimit import Ratelimited, declared, policy_rows, ratelimit
-from ratelimits.engine import table
+from ratelimits.engine.table import current as table
 from ratelimits.models import Policy
 from ratelimits.testutils import limits_off
 from ratelimits.tools.policy_files import plan_import

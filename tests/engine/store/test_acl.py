@@ -15,7 +15,7 @@ import pytest
 from django.test import override_settings
 
 from ratelimits.engine import limiter
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.testutils import RedisServer, reset_state
 from tests.helpers import caches_at, policy, ratelimits_settings, require_functions
 

@@ -20,8 +20,8 @@ from redis.cluster import RedisCluster
 
 from ratelimits.conf import app_settings
 from ratelimits.engine import limiter
-from ratelimits.engine.keys import version_key
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.keys.names import version_key
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection, scripts
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisClusterServers, RedisServer, SlotMigration

@@ -34,7 +34,7 @@ from django.core.management import call_command
 from redis.cluster import RedisCluster
 
 from ratelimits.engine import limiter
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import scripts
 from ratelimits.models import Policy
 from ratelimits.testutils import (

@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import scripts
 from ratelimits.testutils import RedisServer, reset_state
 from tests.helpers import caches_at, libraries, policy, ratelimits_settings, require_functions

@@ -16,9 +16,10 @@ import redis
 from django.test import override_settings
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys, limiter
+from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.policy import Check
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import connection
 from ratelimits.testutils import RedisServer, reset_state
 from ratelimits.tools import inspection, inventory

@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from redis.sentinel import MasterNotFoundError, Sentinel, SentinelConnectionPool
 
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import connection, failover
 from ratelimits.testutils import RedisSentinel, RedisServer
 from tests.helpers import (
@@ -92,7 +92,8 @@ def test_an_operators_failover_moves_the_limiter_before_the_old_primary_is_demot
 async def _admitted(ip: str) -> bool:
     """Whether ``adecide`` admits ``ip`` to /api/items/, decided by Redis, on the running
     event loop's own connections."""
-    from ratelimits.engine import limiter, table
+    from ratelimits.engine import limiter
+    from ratelimits.engine.table import current as table
 
     items = (await table.aget_table()).match(
         method="GET", path="/api/items/", scope=None, url_name="api:items"

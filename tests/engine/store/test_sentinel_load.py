@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import pytest
 import redis
 
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisSentinel, RedisServer, free_port
 from tests.engine.store.worker_middleware import HEADER

@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.db import IntegrityError, connection
 from django.test import Client
 
-from ratelimits.engine import table
+from ratelimits.engine.table import current as table
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.policy_files import (
     FORMATS,

@@ -17,8 +17,8 @@ from django.db import connection
 from django.test import Client
 
 from ratelimits.conf import app_settings
-from ratelimits.engine import keys
-from ratelimits.engine.table_cache import cache
+from ratelimits.engine.keys import names as keys
+from ratelimits.engine.table.cache import cache
 from ratelimits.models import Policy
 from tests.engine.store.drills.traffic import (
     ITEMS,
@@ -197,7 +197,7 @@ class CommitBeforeLine:
     lock is free then (where it is held, another thread's commit would wait)."""
 
     def __init__(self, k: int) -> None:
-        from ratelimits.engine import table
+        from ratelimits.engine.table import current as table
 
         self.k = k
         self.lines = 0

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from ratelimits.engine import keys
+from ratelimits.engine.keys import names as keys
 from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer
 from tests.engine.store.drills.traffic import (

@@ -11,7 +11,7 @@ import redis
 from redis.commands.core import Script
 
 from ratelimits.engine.calls import arguments
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import caller, scripts
 
 

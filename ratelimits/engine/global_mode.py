@@ -1,7 +1,7 @@
 """The global switch, ``RATELIMITS["MODE"]``: every policy enforced, shadowed, or none.
 
 ``"enforce"`` (the default) applies each policy as its own ``mode`` says. ``"shadow"``
-compiles every policy as a shadow one (:mod:`ratelimits.engine.compiling`): each is
+compiles every policy as a shadow one (:mod:`ratelimits.engine.policy.compiling`): each is
 decided and counted as usual, and nothing is denied; a decision that would have denied is
 a would-be denial (``shadow_denied``). ``"off"`` decides nothing: the faces let every
 request through without reading the policy table or calling Redis. A value that is none

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ratelimits.engine.wire import encoded_cost
+from ratelimits.engine.policy.wire import encoded_cost
 
 if TYPE_CHECKING:
-    from ratelimits.engine.policy import CompiledPolicy
+    from ratelimits.engine.policy.compiled import CompiledPolicy
 
 
 @dataclass(slots=True)

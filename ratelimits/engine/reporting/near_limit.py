@@ -25,7 +25,7 @@ from django.core.signals import setting_changed
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.policy import Check
+from ratelimits.engine.policy.compiled import Check
 
 #: Below any count the replies carry (thousandths), above a float product's error:
 #: ``0.14 * 50`` is ``7.000000000000001``, and 7 units must reach it.
@@ -70,4 +70,6 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
         _fraction = -1.0
 
 
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.near_limit")
+setting_changed.connect(
+    _reset_on_setting_change, dispatch_uid="ratelimits.engine.reporting.near_limit"
+)

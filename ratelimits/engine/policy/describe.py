@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ratelimits.engine.algorithms as algorithms
-from ratelimits.engine.rules import SIGN_IN_FAILURES
+from ratelimits.engine.policy.rules import SIGN_IN_FAILURES
 
 
 def describe_rate(

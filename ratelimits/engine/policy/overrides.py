@@ -6,7 +6,7 @@ dictionary lookups. A rule is the policy with the override's limit (same key, sa
 window, ``override`` naming the rule), or an :class:`Exemption`. The most specific
 rule wins: the request's user, then a group the user is in (the most generous of several),
 then its identity exactly (an address, a hashed API key; a key hashed under a
-``SECRET_KEY_FALLBACKS`` key too, :mod:`ratelimits.engine.key_rotation`), then the
+``SECRET_KEY_FALLBACKS`` key too, :mod:`ratelimits.engine.keys.rotation`), then the
 narrowest network holding it, then the policy itself.
 
 Group membership is read when the table loads (:mod:`ratelimits.database.policy_source`); a user
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
-from ratelimits.engine.key_rotation import HASHED_SECRETS
-from ratelimits.engine.override_identity import describe as describe_identity
-from ratelimits.engine.override_identity import network_of
+from ratelimits.engine.keys.rotation import HASHED_SECRETS
+from ratelimits.engine.policy.override_identity import describe as describe_identity
+from ratelimits.engine.policy.override_identity import network_of
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _MISSING: Any = object()
@@ -37,7 +37,7 @@ class Exemption:
 
 
 class Limited(Protocol):
-    """What overrides need of a policy (:class:`~ratelimits.engine.policy.CompiledPolicy`)."""
+    """What overrides need of a policy (:class:`~.compiled.CompiledPolicy`)."""
 
     @property
     def limit(self) -> int: ...
@@ -50,7 +50,7 @@ _P = TypeVar("_P", bound=Limited)
 #: What applies to a client: a policy (maybe with an override's limit), or an exemption.
 _Rule: TypeAlias = "Limited | Exemption"
 #: The request's identity under each ``SECRET_KEY_FALLBACKS`` key, asked for only when
-#: needed (:mod:`ratelimits.engine.key_rotation`): empty when its identity is no hash of
+#: needed (:mod:`ratelimits.engine.keys.rotation`): empty when its identity is no hash of
 #: a secret, or there are no fallback keys.
 Previous: TypeAlias = "Callable[[], Iterable[str]]"
 

@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass, field, replace
 
 import ratelimits.engine.algorithms as algorithms
-import ratelimits.engine.compiling as compiling
-import ratelimits.engine.rules as rules
+import ratelimits.engine.policy.compiling as compiling
+import ratelimits.engine.policy.rules as rules
 from ratelimits.conf import app_settings
-from ratelimits.engine.check import Check as Check
-from ratelimits.engine.describe import describe_rate
-from ratelimits.engine.keys import build_key
-from ratelimits.engine.overrides import Exemption, Overrides, Previous
-from ratelimits.engine.script_args import ScriptArgs, shard_args, window_slot
-from ratelimits.engine.wire import WireArgs, wire
+from ratelimits.engine.keys.names import build_key
+from ratelimits.engine.policy.check import Check as Check
+from ratelimits.engine.policy.describe import describe_rate
+from ratelimits.engine.policy.overrides import Exemption, Overrides, Previous
+from ratelimits.engine.policy.script_args import ScriptArgs, shard_args, window_slot
+from ratelimits.engine.policy.wire import WireArgs, wire
 
 #: What ``counts`` may be: which responses spend a unit.
 COUNTS = rules.COUNTS
@@ -47,7 +47,7 @@ class CompiledPolicy:
     #: the shard's share of the burst (the limit's share for algorithms without one),
     #: cost. One entry for an unsharded policy.
     script_args: ScriptArgs
-    #: Who gets another limit or none (:mod:`ratelimits.engine.overrides`); ``None`` when nobody.
+    #: Who gets another limit or none (:mod:`~.overrides`); ``None`` when nobody.
     overrides: Overrides | None = field(default=None, compare=False, repr=False)
     #: For a policy an override made, which one ("user alice", "10.0.0.0/8"); else "".
     override: str = ""
@@ -60,7 +60,7 @@ class CompiledPolicy:
     #: more) or ``"successes"``; the others get their units back after the response.
     counts: str = "all"
     #: ``"day"``, ``"week"`` or ``"month"``: counts reset at the local start of each such
-    #: period of :attr:`time_zone` (:mod:`ratelimits.engine.periods`); ``""``: the rolling
+    #: period of :attr:`time_zone` (:mod:`ratelimits.engine.policy.periods`); ``""``: the rolling
     #: ``window``.
     calendar: str = ""
     #: The IANA time zone of a calendar policy's periods (``""`` for a rolling window).
@@ -101,9 +101,9 @@ class CompiledPolicy:
         object.__setattr__(self, "signs_in", self.counts == rules.SIGN_IN_FAILURES)
         object.__setattr__(self, "_period", [(0.0, self.script_args, (), ())])
 
-    #: The compiled policy from its fields (:func:`ratelimits.engine.compiling.build`).
+    #: The compiled policy from its fields (:func:`ratelimits.engine.policy.compiling.build`).
     build = classmethod(compiling.build)
-    #: The policy from a ``Policy`` row (:func:`ratelimits.engine.compiling.from_model`).
+    #: The policy from a ``Policy`` row (:func:`ratelimits.engine.policy.compiling.from_model`).
     from_model = classmethod(compiling.from_model)
 
     def with_limit(self, limit: int, *, override: str) -> CompiledPolicy:
@@ -172,7 +172,7 @@ class CompiledPolicy:
     ) -> CompiledPolicy | None:
         """The policy as it applies to this client after overrides; ``None`` when exempt.
         ``previous``: the client's identity under each ``SECRET_KEY_FALLBACKS`` key, when
-        asked (see :meth:`~ratelimits.engine.overrides.Overrides.rule`)."""
+        asked (see :meth:`~ratelimits.engine.policy.overrides.Overrides.rule`)."""
         if self.overrides is None:
             return self
         return self.overrides.resolve(self, user_key, identity, previous)
@@ -180,8 +180,7 @@ class CompiledPolicy:
     def rule_for(
         self, user_key: str | None, identity: str, previous: Previous | None = None
     ) -> CompiledPolicy | Exemption:
-        """Like :meth:`for_client`, but an exemption is an :class:`~ratelimits.engine.overrides.
-        Exemption` naming the override (for tools that show which rule applied)."""
+        """Like :meth:`for_client`, but an exemption is an :class:`~.overrides.Exemption` naming the override (for tools that show which rule applied)."""
         if self.overrides is None:
             return self
         return self.overrides.rule(self, user_key, identity, previous)

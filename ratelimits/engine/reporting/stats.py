@@ -23,7 +23,7 @@ policies counts once in each):
 ``failed_closed``   Redis could not answer; the policy denied it (429)
 
 Besides its outcome, an admitted request counts ``near_limit`` under each policy whose
-count it took to ``NEAR_LIMIT`` of the client's limit (:mod:`ratelimits.engine.near_limit`;
+count it took to ``NEAR_LIMIT`` of the client's limit (:mod:`~.near_limit`;
 field ``<policy>:near_limit``). The dashboard shows it beside the outcomes.
 
 Failures get their own outcomes rather than being folded into allowed / denied, so the

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from ratelimits.engine.script_args import ScriptArgs
+from ratelimits.engine.policy.script_args import ScriptArgs
 from ratelimits.engine.store.commands import bulk_strings
 
 #: Per shard, its ARGV slots as bytes.

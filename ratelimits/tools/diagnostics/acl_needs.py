@@ -1,13 +1,13 @@
 """What the limiter, the management command and the admin send to Redis (:func:`needs`),
 as ``ACL DRYRUN`` takes each command: the table the deploy check
-(:mod:`ratelimits.engine.store.access`) judges a server's ACL by."""
+(:mod:`ratelimits.tools.diagnostics.acl`) judges a server's ACL by."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.keys import version_key
+from ratelimits.engine.keys.names import version_key
 from ratelimits.engine.store import commands, scripts
 
 

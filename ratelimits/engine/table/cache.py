@@ -7,7 +7,7 @@ import os
 import threading
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.matching import PolicyTable
+from ratelimits.engine.table.policy_table import PolicyTable
 
 
 class TableCache:

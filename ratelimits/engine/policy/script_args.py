@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import ratelimits.engine.algorithms as algorithms
-from ratelimits.engine.periods import boundaries, zone
+from ratelimits.engine.policy.periods import boundaries, zone
 
 #: Script arguments: per shard, the six ARGV slots of ``lua/decide.lua``.
 ScriptArgs = tuple[tuple[str, str, str, str, str, str], ...]

@@ -1,10 +1,10 @@
 """Checking and building the policy table: in the request's thread when there is no
 table fit to serve, otherwise in this process's keeper thread
-(:mod:`~ratelimits.engine.table_keeper`), one build at a time, paced
-(:mod:`ratelimits.engine.pacing`) and swapped into :data:`~.table_cache.cache` whole.
+(:mod:`~ratelimits.engine.table.keeper`), one build at a time, paced
+(:mod:`ratelimits.engine.table.pacing`) and swapped into :data:`~.table_cache.cache` whole.
 
 The source (the database: :mod:`ratelimits.database.policy_source`) is plugged in by
-:func:`ratelimits.engine.table.set_source`, which calls :func:`use`."""
+:func:`ratelimits.engine.table.current.set_source`, which calls :func:`use`."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.denials import clear as clear_denials
-from ratelimits.engine.matching import PolicyTable
-from ratelimits.engine.pacing import UNPACED, Pacer, paced_by
-from ratelimits.engine.policy import CompiledPolicy
-from ratelimits.engine.table_cache import cache
-from ratelimits.engine.table_keeper import keeper
-from ratelimits.engine.table_version import read_version
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table.cache import cache
+from ratelimits.engine.table.keeper import keeper
+from ratelimits.engine.table.pacing import UNPACED, Pacer, paced_by
+from ratelimits.engine.table.policy_table import PolicyTable
+from ratelimits.engine.table.version import read_version
 from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
@@ -168,7 +168,7 @@ def _check_in_background(build: int, known: bytes | None, checked_at: float) -> 
 
 
 def _build_in_background(build: int, version: bytes | None, checked_at: float) -> None:
-    """The keeper thread's build: build the table, paced (:mod:`ratelimits.engine.pacing`),
+    """The keeper thread's build: build the table, paced (:mod:`ratelimits.engine.table.pacing`),
     and swap it in; then the rebuild asked for meanwhile, if any. A failure keeps the
     table in use; the next check tries again (the stamp still differs from the one held,
     or the table is still too old)."""

@@ -2,7 +2,7 @@
 
 A secret a client sends (an API key in a ``header:NAME`` policy's header, an API client's
 principal) is counted and matched as an HMAC of it keyed from ``SECRET_KEY``
-(:mod:`ratelimits.engine.identity`). An override stores that hash, never the secret, so it
+(:mod:`ratelimits.engine.keys.identity`). An override stores that hash, never the secret, so it
 cannot be hashed again under a new key. When a site rotates ``SECRET_KEY`` and keeps the
 old one in ``SECRET_KEY_FALLBACKS`` (as Django's own signing does), an override stored
 under the old key must still match: the request's secret is hashed under each fallback key
@@ -12,7 +12,7 @@ The cost stays off the usual request. A request hashes its secret once, under th
 key, as before. Only when a policy has hashed overrides, ``SECRET_KEY_FALLBACKS`` is not
 empty, and no override matched the current hash, is the secret hashed again, once per
 fallback key (one HMAC-SHA256 of a short string each, about a microsecond), and only for
-that policy (:meth:`ratelimits.engine.overrides.Overrides.rule`).
+that policy (:meth:`ratelimits.engine.policy.overrides.Overrides.rule`).
 
 Counters are not carried over: a client's keys in Redis are named by the hash under the
 current key, so after a rotation its counts start afresh (the old keys expire on their
@@ -31,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
-from ratelimits.engine.identity import hash_key_of, header_identity, principal_identity
+from ratelimits.engine.keys.identity import hash_key_of, header_identity, principal_identity
 
 #: The identity forms that are keyed hashes of a client's secret (what an override can
 #: store hashed): an API key in a header, an API client's principal.
@@ -47,13 +47,13 @@ def fallback_keys() -> tuple[bytes, ...]:
 
 def header_identities(name: str, value: str | bytes) -> tuple[str, ...]:
     """The identity of ``value`` in header ``name`` (its ``META`` key) under each fallback
-    key (see :func:`~ratelimits.engine.identity.header_identity`)."""
+    key (see :func:`~ratelimits.engine.keys.identity.header_identity`)."""
     return tuple(header_identity(name, value, key) for key in fallback_keys())
 
 
 def principal_identities(text: str) -> tuple[str, ...]:
     """The identity of the principal ``text`` under each fallback key (see
-    :func:`~ratelimits.engine.identity.principal_identity`)."""
+    :func:`~ratelimits.engine.keys.identity.principal_identity`)."""
     return tuple(principal_identity(text, key) for key in fallback_keys())
 
 
@@ -62,4 +62,4 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
         fallback_keys.cache_clear()
 
 
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.key_rotation")
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.keys.rotation")

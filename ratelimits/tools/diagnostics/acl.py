@@ -23,9 +23,10 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 
-from ratelimits.engine.store import access_needs, connection, errors
-from ratelimits.engine.store.access_needs import label
-from ratelimits.engine.store.access_probe import NodeAccess, read_node
+from ratelimits.engine.store import connection, errors
+from ratelimits.tools.diagnostics import acl_needs as access_needs
+from ratelimits.tools.diagnostics.acl_needs import label
+from ratelimits.tools.diagnostics.acl_probe import NodeAccess, read_node
 
 #: Seconds the check waits for each Redis server.
 TIMEOUT = 2.0

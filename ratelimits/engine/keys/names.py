@@ -5,7 +5,7 @@ lives in one slot and one script call can touch them all. A policy split into sh
 (``Policy.shards`` > 1) adds the shard to the tag, ``{global@2}``, so its shards land in
 different slots, and on a cluster on different nodes. The policy's limit and window
 are not in the key: editing them keeps the counts already made. Identities are bounded
-(see :mod:`ratelimits.engine.identity`), names are slugs of at most 64 characters and the prefix
+(see :mod:`~.identity`), names are slugs of at most 64 characters and the prefix
 at most 32, so a key never exceeds :data:`MAX_KEY_LENGTH`.
 
 A policy with a lockout keeps, beside a locked-out client's counts, its lock:

@@ -27,7 +27,7 @@ username       ``n:<32 hex>``                the username a sign-in attempts, ca
 
 Hashes are HMAC-SHA256 keyed from ``SECRET_KEY``, truncated to 128 bits. An override
 stored as such a hash under a key now in ``SECRET_KEY_FALLBACKS`` still matches
-(:mod:`ratelimits.engine.key_rotation`); counters start afresh under the new key.
+(:mod:`ratelimits.engine.keys.rotation`); counters start afresh under the new key.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _hash_key() -> bytes:
 
 def hash_key_of(secret: object) -> bytes:
     """The HMAC key identities are hashed with under ``secret`` (``SECRET_KEY``, or one of
-    ``SECRET_KEY_FALLBACKS``: :mod:`ratelimits.engine.key_rotation`)."""
+    ``SECRET_KEY_FALLBACKS``: :mod:`ratelimits.engine.keys.rotation`)."""
     return hashlib.sha256(b"ratelimits.identity:" + str(secret).encode()).digest()
 
 
@@ -70,7 +70,7 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
         _hash_key.cache_clear()
 
 
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.identity")
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.keys.identity")
 
 
 def digest(value: str | bytes, key: bytes | None = None) -> str:

@@ -1,4 +1,4 @@
-"""The policy table's version stamp in Redis (:func:`~ratelimits.engine.keys.version_key`):
+"""The policy table's version stamp in Redis (:func:`~ratelimits.engine.keys.names.version_key`):
 a random value that every committed policy change, and every reset of counters, replaces
 (:func:`announce`), and that each worker reads back at its periodic check
 (:func:`read_version`) to learn that its table is out of date."""
@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from ratelimits.conf import app_settings
-from ratelimits.engine.keys import version_key
+from ratelimits.engine.keys.names import version_key
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection
 from ratelimits.engine.store import route as routes

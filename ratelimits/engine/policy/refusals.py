@@ -1,10 +1,10 @@
 """What the engine refuses to compile: a policy's fields out of range, or breaking a rule
-of :mod:`ratelimits.engine.rules`, as a ``ValueError`` naming the field."""
+of :mod:`ratelimits.engine.policy.rules`, as a ``ValueError`` naming the field."""
 
 from __future__ import annotations
 
-import ratelimits.engine.rules as rules
-from ratelimits.engine.periods import CALENDARS
+import ratelimits.engine.policy.rules as rules
+from ratelimits.engine.policy.periods import CALENDARS
 
 
 def refuse_arguments(

@@ -1,9 +1,9 @@
 """The in-process policy table, kept current: which policies match a request (the index,
-:mod:`ratelimits.engine.matching`) with no database query.
+:mod:`ratelimits.engine.table.policy_table`) with no database query.
 
 Each worker keeps the enabled policies compiled in memory. At most every
 ``POLICY_REFRESH_INTERVAL`` seconds a request hands a check to the worker's keeper thread
-(:mod:`~ratelimits.engine.table_keeper`) and goes on with the table held. The check reads
+(:mod:`~ratelimits.engine.table.keeper`) and goes on with the table held. The check reads
 a version stamp in Redis (one ``GET``, amortised over every request in that interval);
 when the stamp moved, or the table is older than ``POLICY_MAX_AGE``, the keeper builds a
 new table from the source (the database: :mod:`ratelimits.database.policy_source`, which
@@ -17,15 +17,15 @@ after Redis lost its data; the process that made the change starts its build at 
 A build is cheap and paced. The source compiles only the policies changed since its
 previous load, and a new table re-indexes only those, sharing the rest with the table
 held; the keeper thread gives the GIL away between small steps
-(:mod:`ratelimits.engine.pacing`), so a request never waits long for a build in its own
+(:mod:`ratelimits.engine.table.pacing`), so a request never waits long for a build in its own
 process. A request builds the table itself only when none is fit to serve: a worker's
 first request, and an idle worker's check (none for two intervals: its table may be any
 age). Seeing the stamp move, and swapping a new table in, forget the over-limit keys the
 worker remembers (:mod:`ratelimits.engine.denials`).
 
 This module decides when to check and when to build; the table held lives in
-:mod:`~ratelimits.engine.table_cache`, the stamp in :mod:`~ratelimits.engine.table_version`
-and the builds in :mod:`~ratelimits.engine.table_builds`.
+:mod:`~ratelimits.engine.table.cache`, the stamp in :mod:`~ratelimits.engine.table.version`
+and the builds in :mod:`~ratelimits.engine.table.builds`.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.core.signals import setting_changed
 
-import ratelimits.engine.table_builds as builds
+import ratelimits.engine.table.builds as builds
 from ratelimits.conf import app_settings
 from ratelimits.engine.denials import clear as clear_denials
-from ratelimits.engine.matching import PolicyTable
-from ratelimits.engine.table_builds import PolicySource, load_table
-from ratelimits.engine.table_cache import cache
-from ratelimits.engine.table_version import announce, as_read, read_version
+from ratelimits.engine.table.builds import PolicySource, load_table
+from ratelimits.engine.table.cache import cache
+from ratelimits.engine.table.policy_table import PolicyTable
+from ratelimits.engine.table.version import announce, as_read, read_version
 
 __all__ = [
     "PolicySource",
@@ -196,4 +196,4 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
         reset()
 
 
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.table")
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.table.current")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ratelimits.engine.decision import Outcomes, Verdict, outcomes
-from ratelimits.engine.stats import count as count_stats
+from ratelimits.engine.reporting.stats import count as count_stats
 
 #: Where an answer came from: ``redis`` (a round trip happened), ``local`` (a remembered
 #: denial, no round trip) or ``fallback`` (Redis failed or its breaker was open: the fail

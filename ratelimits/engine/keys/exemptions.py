@@ -50,4 +50,4 @@ def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
         networks.cache_clear()
 
 
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.exemptions")
+setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.keys.exemptions")

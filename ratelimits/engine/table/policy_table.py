@@ -13,9 +13,9 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from ratelimits.engine.globs import Matcher, glob_matcher, glob_prefix, path_prefixes
-from ratelimits.engine.pacing import UNPACED, Pacer, Unpaced
-from ratelimits.engine.policy import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table.globs import Matcher, glob_matcher, glob_prefix, path_prefixes
+from ratelimits.engine.table.pacing import UNPACED, Pacer, Unpaced
 
 #: Up to this many globs, a request tries each in turn: cheaper than the index's lookups.
 FEW_GLOBS = 16
@@ -42,7 +42,7 @@ class PolicyTable:
     Built with the ``previous`` table, a table re-indexes only the policies that are not
     the very objects ``previous`` holds (the source compiles again only the policies
     that changed, :mod:`ratelimits.database.policy_source`), and shares the rest of its index.
-    ``pacer`` paces the build (:mod:`ratelimits.engine.pacing`) one small step at a time,
+    ``pacer`` paces the build (:mod:`ratelimits.engine.table.pacing`) one small step at a time,
     from reading the source to the last index entry. A table never changes once built.
     """
 
@@ -108,7 +108,7 @@ class PolicyTable:
     ) -> list[CompiledPolicy]:
         """Policies whose endpoint is ``scope`` or ``url_name`` or matches ``path`` (names
         first, then globs in the order of their policies' names). Sign-in policies
-        (:attr:`~ratelimits.engine.policy.CompiledPolicy.signs_in`) are matched only
+        (:attr:`~ratelimits.engine.policy.compiled.CompiledPolicy.signs_in`) are matched only
         with ``sign_in`` (``authenticate()``), and only they are then."""
         found: list[CompiledPolicy] = []
         if scope:

@@ -11,8 +11,9 @@ from typing import Any
 
 import redis
 
-from ratelimits.engine.store import access_needs, connection, errors
-from ratelimits.engine.store.access_needs import Need, label
+from ratelimits.engine.store import connection, errors
+from ratelimits.tools.diagnostics import acl_needs as access_needs
+from ratelimits.tools.diagnostics.acl_needs import Need, label
 
 
 @dataclass

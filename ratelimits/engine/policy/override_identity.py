@@ -21,7 +21,7 @@ a policy keyed ``user`` or                         principal, not as a user (dja
 
 A secret is hashed the way the limiter hashes the header (HMAC keyed from
 ``SECRET_KEY``, with the header's name), or the principal (see
-:func:`~ratelimits.engine.identity.principal_text`), so the stored value cannot be read
+:func:`~ratelimits.engine.keys.identity.principal_text`), so the stored value cannot be read
 back, and it only matches while the site keeps the same ``SECRET_KEY`` (and the policy
 the same header).
 Stored forms are accepted as typed (a policy file exported elsewhere holds them).
@@ -33,7 +33,7 @@ import ipaddress
 import re
 
 from ratelimits import validators
-from ratelimits.engine.identity import header_identity, meta_key, principal_identity
+from ratelimits.engine.keys.identity import header_identity, meta_key, principal_identity
 
 #: The stored forms, for the database constraint (blank: the override names no identity).
 STORED_PATTERN = r"^(|ip:[0-9a-fA-F:.]+(/[0-9]{1,3})?|[ah]:[0-9a-f]{32})\Z"

@@ -1,5 +1,5 @@
-"""Compiling a policy: :meth:`CompiledPolicy.build <ratelimits.engine.policy.CompiledPolicy.build>`
-from its fields, :meth:`~ratelimits.engine.policy.CompiledPolicy.from_model` from a row.
+"""Compiling a policy: :meth:`CompiledPolicy.build <.compiled.CompiledPolicy.build>`
+from its fields, :meth:`~.compiled.CompiledPolicy.from_model` from a row.
 
 Both are the class's constructors; their code lives here so that the class keeps to what
 a compiled policy is and does.
@@ -10,16 +10,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-import ratelimits.engine.mode as modes
-import ratelimits.engine.rules as rules
+import ratelimits.engine.global_mode as modes
+import ratelimits.engine.policy.rules as rules
 from ratelimits import validators
-from ratelimits.engine.identity import meta_key
-from ratelimits.engine.periods import NOMINAL_WINDOW, zone
-from ratelimits.engine.policy_arguments import refuse_arguments
-from ratelimits.engine.script_args import shard_args, window_slot
+from ratelimits.engine.keys.identity import meta_key
+from ratelimits.engine.policy.periods import NOMINAL_WINDOW, zone
+from ratelimits.engine.policy.refusals import refuse_arguments
+from ratelimits.engine.policy.script_args import shard_args, window_slot
 
 if TYPE_CHECKING:
-    from ratelimits.engine.policy import CompiledPolicy
+    from ratelimits.engine.policy.compiled import CompiledPolicy
 
 
 def build(
@@ -46,14 +46,15 @@ def build(
     """The compiled policy. ``burst`` (token_bucket; ``None``: the limit) must be at
     least 1, and so must ``cost``, the units one request spends. ``counts`` is one of
     :data:`COUNTS`; a concurrency policy counts all (it gives every slot back).
-    ``calendar`` (one of :data:`~ratelimits.engine.periods.CALENDARS`, for an algorithm
+    ``calendar`` (one of :data:`~ratelimits.engine.policy.periods.CALENDARS`, for an algorithm
     of :data:`~ratelimits.engine.algorithms.CALENDAR`) counts in the periods of
     ``time_zone`` (an IANA name; blank: ``settings.TIME_ZONE``) instead of ``window``,
     which becomes the period's nominal length. ``lockout`` (seconds, 0: none) denies
     every request for that long after a denial; it needs one shard, an algorithm other
     than concurrency and a key other than ``global``. ``ipv6_prefix`` (0 to 128 bits;
     ``None``: the ``IPV6_PREFIX`` setting) groups IPv6 clients. While ``RATELIMITS["MODE"]``
-    is ``"shadow"`` every policy is compiled as a shadow one (:mod:`ratelimits.engine.mode`)."""
+    is ``"shadow"`` every policy is compiled as a shadow one
+    (:mod:`ratelimits.engine.global_mode`)."""
     refuse_arguments(
         algorithm=algorithm,
         burst=burst,
