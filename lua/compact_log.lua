@@ -1,6 +1,6 @@
 -- compact_log: the exact sliding window log, in a fixed-width ring in one string.
 --
--- KEYS  the policy's key (one KEYS[i] of decide.lua), "...:wring": a string of
+-- KEYS  the policy's key (one KEYS[i] of decide.lua), "...:ring": a string of
 --         16 bytes     header, big-endian: head (uint32, the slot of the oldest entry),
 --                      size (uint32, entries held), base (double, the position before
 --                      the oldest entry)
@@ -24,18 +24,11 @@
 -- O(log C) slots (GETRANGE of 16 bytes) and writes one slot and the header (SETRANGE),
 -- never the whole string; only growing the ring copies it, O(C) once per doubling. Only admitted requests are stored, and the key expires a
 -- window after the newest admission.
---
--- The layout before weighted entries was "...:ring" (a 4-byte head and one 8-byte time
--- per unit). This release reads such a key correctly: when a client has no "wring" key
--- yet, its "ring" key (same hash slot) is copied into one, each old entry one unit, with
--- the old key's expiry (once, O(C)). The old key is left to an earlier release still
--- running during a rolling deploy, which counts apart until it is replaced.
 
 local RING_HEADER = 16
 local RING_SLOT = 16
 -- A ring up to this many bytes (255 slots) is read and written whole.
 local RING_WHOLE = RING_HEADER + RING_SLOT * 255
-local LEGACY_RING_SUFFIX = 'ring'
 
 local function ring_bad(key)
   error('ratelimits: ' .. key .. ' does not hold a compact_log ring')
@@ -76,8 +69,7 @@ local function ring_offset(ring, k)
   return RING_HEADER + RING_SLOT * ((ring.head + k) % ring.capacity)
 end
 
--- The time and end position of entry k (from the ring in memory when it was read whole,
--- or is a look's copy of an old layout's key: see ring_import).
+-- The time and end position of entry k (from the ring in memory when it was read whole).
 local function ring_at(key, ring, k)
   local offset = ring_offset(ring, k)
   if ring.blob then
@@ -126,38 +118,9 @@ local function ring_first_reaching(key, ring, from, target)
   return low
 end
 
--- The client's key of the layout before weighted entries, copied into key (see above);
--- a look reads the copy without writing it.
-local function ring_import(key)
-  local legacy = string.gsub(key, '[^:]+$', LEGACY_RING_SUFFIX)
-  local blob = redis.call('GET', legacy)
-  if legacy == key or not blob then
-    return nil
-  end
-  local size = (#blob - 4) / 8
-  local ttl = redis.call('PTTL', legacy)
-  if size < 1 or size ~= math.floor(size) or ttl <= 0 then
-    return nil -- not such a ring: left alone
-  end
-  local head = struct.unpack('>I4', blob, 1)
-  if head >= size then
-    return nil
-  end
-  local parts = {}
-  for k = 0, size - 1 do
-    parts[k + 1] = struct.pack('>dd', struct.unpack('>d', blob, 5 + 8 * ((head + k) % size)), k + 1)
-  end
-  local copy = ring_header(0, size, 0) .. table.concat(parts)
-  if looking then -- nothing may be written: the copy is read in memory
-    return {head = 0, size = size, base = 0, capacity = size, blob = copy}
-  end
-  redis.call('SET', key, copy, 'PX', ttl)
-  return ring_open(key)
-end
-
 ALGORITHMS.compact_log = {
   check = function(key, limit, window_us, now_us, cost)
-    local ring = ring_open(key) or ring_import(key)
+    local ring = ring_open(key)
     local count, first, start, last_us, last_end = 0, 0, 0, 0, 0
     if ring then
       start, last_end = ring.base, ring.base

@@ -17,11 +17,8 @@
 -- once, so this is amortised O(log n) a request). The key expires with its last lease.
 --
 -- Lease end times are all positive and the total's score is zero or negative, so the
--- ended leases are exactly the scores in (0, now]. A key written by an earlier release
--- (one member per unit, no "#") is read correctly: without "#", the total is the sum of
--- the members' units (O(n), until an admission writes "#"). An earlier release still running
--- during a rolling deploy removes "#" with its ended leases (it is counted again) and
--- counts a lease of n units as one.
+-- ended leases are exactly the scores in (0, now]. A key without "#" holds no lease: every
+-- write of a lease writes the total with it.
 --
 -- Units free when responses finish, not at a time Redis could compute, so a denied
 -- request is told to retry after a short, fixed time (CONCURRENCY_RETRY_US), and
@@ -51,19 +48,12 @@ local function leases_store(key, total)
   return math.max(total, 0)
 end
 
--- Units held by leases not yet ended, read without writing: the total (or, without
--- "#", the sum over the members), minus the ended leases still stored (up to
--- LEASES_TRIM of them; record() removes them). Also returns those ended leases.
+-- Units held by leases not yet ended, read without writing: the total, minus the ended
+-- leases still stored (up to LEASES_TRIM of them; record() removes them). Also returns
+-- those ended leases.
 local function leases_held(key, now_us)
   local stored = redis.call('ZSCORE', key, LEASES_TOTAL)
-  local total = 0
-  if stored then
-    total = -tonumber(stored)
-  else
-    for _, member in ipairs(redis.call('ZRANGE', key, 0, -1)) do -- an earlier release's key
-      total = total + lease_units(member)
-    end
-  end
+  local total = stored and -tonumber(stored) or 0
   local ended = redis.call('ZRANGEBYSCORE', key, '(0', int(now_us), 'LIMIT', 0, LEASES_TRIM)
   for _, member in ipairs(ended) do
     total = total - lease_units(member)

@@ -94,7 +94,6 @@ local function start_lockout(key, r, lockout_us, now_us)
 end
 
 local function decide(KEYS, ARGV)
-  looking = ARGV[2] == '0'
   if ARGV[2] == '2' then
     return give_back(KEYS, ARGV)
   end

@@ -44,11 +44,6 @@
 
 local ALGORITHMS = {}
 
--- True during a call that only looks (decide.lua's ARGV[2] "0"; set by decide on every
--- call): nothing may be written, as the peek function is registered no-writes. A key of
--- an earlier release's layout is then read as it would be rewritten, in memory.
-local looking = false
-
 local function int(n)
   return string.format('%.0f', n)
 end
@@ -113,8 +108,7 @@ end
 -- Removing a request (give_back) renumbers the entries admitted after it, keeping the
 -- positions contiguous: O(m log n) for m such entries (usually none).
 
--- start, cost of a member; nil for a member of the layout before weighted entries
--- ("<at_us>-<n>", one member per unit).
+-- start, cost of a member; nil for a member no release of this code writes.
 local function wlog_entry(member)
   local start, cost = string.match(member, '^%l(%d+):(%d+)$')
   if not start then
@@ -135,60 +129,6 @@ local function zcall(command, key, args)
   for i = 1, #args, 512 do
     redis.call(command, key, unpack(args, i, math.min(#args, i + 511)))
   end
-end
-
--- A key written by an earlier release (one member per unit, "<at_us>-<n>") rewritten as
--- weighted entries in one pass, keeping its expiry: each old member is one unit at its
--- time. Done once per key (O(n)), the first time this release finds an old member at
--- either end of the key. wlog_rewritten lists the entries it writes, {at, start, cost}.
-local function wlog_rewritten(key)
-  local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-  local entries, position, newest = {}, 0, nil
-  for i = 1, #all, 2 do
-    local _, cost = wlog_entry(all[i])
-    cost = cost or 1
-    local at = tonumber(all[i + 1])
-    if newest and at < newest then
-      at = newest
-    end
-    newest = at
-    entries[#entries + 1] = {at, position, cost}
-    position = position + cost
-  end
-  return entries
-end
-
-local function wlog_upgrade(key)
-  local ttl = redis.call('PTTL', key)
-  local entries = wlog_rewritten(key)
-  redis.call('DEL', key)
-  local args = {}
-  for _, entry in ipairs(entries) do
-    args[#args + 1], args[#args + 2] = int(entry[1]), wlog_member(entry[2], entry[3])
-  end
-  zcall('ZADD', key, args)
-  if ttl > 0 then
-    redis.call('PEXPIRE', key, ttl)
-  end
-end
-
--- An earlier release's key read as wlog_upgrade would rewrite it, writing nothing (a
--- look): wlog_read's table, with the entries for wlog_time_of_unit (O(n), as the upgrade).
-local function wlog_view(key, after_us)
-  local entries = wlog_rewritten(key)
-  local last = entries[#entries]
-  local log = {
-    last_end = last[2] + last[3], last_us = last[1], count = 0,
-    first = false, first_start = 0, first_end = 0, first_us = 0, entries = entries,
-  }
-  for i, entry in ipairs(entries) do
-    if entry[1] > after_us then
-      log.count, log.first, log.first_us = log.last_end - entry[2], i, entry[1]
-      log.first_start, log.first_end = entry[2], entry[2] + entry[3]
-      break
-    end
-  end
-  return log
 end
 
 -- Entries read at the head of a log, oldest first, in one ZRANGE: a log of no more is
@@ -212,11 +152,19 @@ local function wlog_first_in(head, after_us)
   return nil
 end
 
--- wlog_read's table for a weighted log, nil for an empty key, or false when an earlier
--- release's member is at either end of the log or of the window. It keeps the entries
--- read at the head (head) and the rank of the oldest entry in the window (first_rank:
--- the number of entries that left it) when it was found there.
-local function wlog_shape(key, after_us)
+local function wlog_bad(key)
+  error('ratelimits: ' .. key .. ' does not hold a sliding_log')
+end
+
+-- The log's shape seen from after_us: a table with
+--   last_end, last_us  the position after the newest entry and its time
+--   count              units in entries after after_us
+--   first, first_start, first_end, first_us   the oldest such entry (when count > 0)
+--   head               the entries read at the head (ZRANGE ... WITHSCORES)
+--   first_rank         the rank of the oldest entry in the window (the number of entries
+--                      that left it) when it was found in head, else nil
+-- or nil for an empty key. A member that is no weighted entry is an error.
+local function wlog_read(key, after_us)
   local head = redis.call('ZRANGE', key, 0, WLOG_HEAD - 1, 'WITHSCORES')
   if not head[1] then
     return nil
@@ -228,7 +176,7 @@ local function wlog_shape(key, after_us)
   end
   local last_start, last_cost = wlog_entry(newest_member)
   if not last_start then
-    return false
+    wlog_bad(key)
   end
   local rank, member, at = wlog_first_in(head, after_us)
   if not rank and #head < 2 * WLOG_HEAD then
@@ -242,7 +190,7 @@ local function wlog_shape(key, after_us)
   if member then
     first_start, first_cost = wlog_entry(member)
     if not first_start then
-      return false
+      wlog_bad(key)
     end
   end
   local last_end = last_start + last_cost
@@ -252,24 +200,6 @@ local function wlog_shape(key, after_us)
     first_start = first_start, first_end = first_start + first_cost, first_us = at or 0,
     first_rank = rank, head = head,
   }
-end
-
--- The log's shape seen from after_us: a table with
---   last_end, last_us  the position after the newest entry and its time
---   count              units in entries after after_us
---   first, first_start, first_end, first_us   the oldest such entry (when count > 0)
--- or nil for an empty key. An earlier release's key is rewritten first (a look reads it
--- as the rewrite would, writing nothing); every member is then weighted.
-local function wlog_read(key, after_us)
-  local log = wlog_shape(key, after_us)
-  if log ~= false then
-    return log
-  end
-  if looking then
-    return wlog_view(key, after_us)
-  end
-  wlog_upgrade(key)
-  return wlog_shape(key, after_us)
 end
 
 -- The time of the entry holding the k-th unit after after_us (1 <= k <= log.count): the
@@ -289,14 +219,6 @@ local function wlog_time_of_unit(key, log, k)
       end
     end
     low = read -- (a log read whole never gets here: its newest entry ends at last_end)
-  end
-  if log.entries then -- an earlier release's key, looked at (wlog_view)
-    for i = log.first, #log.entries do
-      local entry = log.entries[i]
-      if entry[2] + entry[3] >= target then
-        return entry[1]
-      end
-    end
   end
   low = low or redis.call('ZRANK', key, log.first) + 1
   local high = redis.call('ZCARD', key) - 1 -- the newest, whose end is last_end >= target
@@ -352,10 +274,8 @@ local function wlog_remove(key, at_us, cost)
       local old, new = {member}, {}
       for i = 1, #after, 2 do
         local start, weight = wlog_entry(after[i])
-        if start then -- (an earlier release's member, appended meanwhile, is left as is)
-          old[#old + 1] = after[i]
-          new[#new + 1], new[#new + 2] = after[i + 1], wlog_member(start - cost, weight)
-        end
+        old[#old + 1] = after[i]
+        new[#new + 1], new[#new + 2] = after[i + 1], wlog_member(start - cost, weight)
       end
       zcall('ZREM', key, old)
       zcall('ZADD', key, new)

@@ -17,12 +17,6 @@
 -- admission, the newest, and for a denial a binary search over ranks) and never writes;
 -- record() prunes what left the window, adds the request, and sets the TTL to when it
 -- leaves. give_back() removes the request's entry again.
---
--- A key written by an earlier release (one member "<at_us>-<n>" per unit) is read
--- correctly: it is rewritten as weighted entries, each old member one unit at its time,
--- the first time this release reads it (once, O(n)). An earlier release still running
--- during a rolling deploy counts each weighted entry as one unit (it under-counts
--- heavy requests until it is replaced) and its members are rewritten again.
 
 ALGORITHMS.sliding_log = {
   check = function(key, limit, window_us, now_us, cost)

@@ -271,7 +271,7 @@ def test_inspect_refusals(redis_client):
     ):
         assert refused("inspect", key) == (
             f"{key!r} is not a ratelimits key: "
-            "expected rl:{<identity>}:<policy>:<log|wring|counter|fixed|bucket|leases|lock>."
+            "expected rl:{<identity>}:<policy>:<log|ring|counter|fixed|bucket|leases|lock>."
         )
     key = "rl:{ip:1.2.3.4}:login:log"
     both = "Give a KEY or --policy and --identity, not both."

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from ratelimits.engine import limiter
@@ -202,3 +204,16 @@ def test_identities_are_counted_apart():
     assert hit(p, 100, identity="ip:1.1.1.1").allowed
     assert hit(p, 100, identity="ip:2.2.2.2").allowed
     assert not hit(p, 100, identity="ip:1.1.1.1").allowed
+
+
+def test_a_sliding_log_of_foreign_members_fails_by_the_policy_not_with_a_500(redis_client, caplog):
+    """A sorted set the log did not write (members that are no weighted entry) is refused
+    with a clear error: the policy's fail mode answers, and nothing is rewritten."""
+    p = policy("sliding_log", limit=5, window=60, fail_open=False)
+    key = p.key_for(IDENTITY)
+    redis_client.zadd(key, {"100000000-0": 100e6, "110000000-1": 110e6})
+    with caplog.at_level(logging.ERROR, logger="ratelimits"):
+        verdict = limiter.decide([limiter.Check(p, IDENTITY)], now=120)
+    assert verdict.decisions[0].failed and not verdict.allowed
+    assert "does not hold a sliding_log" in caplog.text
+    assert redis_client.zrange(key, 0, -1) == [b"100000000-0", b"110000000-1"]
