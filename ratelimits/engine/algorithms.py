@@ -35,9 +35,6 @@ class Algorithm:
     suffix: str
     #: What its key holds (:data:`State`).
     state: State
-    #: Suffixes of keys an earlier release wrote for it: still parsed, so the tools
-    #: list, inspect and reset them until they expire.
-    legacy_suffixes: tuple[str, ...] = ()
     #: Lua's ``bursts = true``: it takes a burst, and the burst, not the limit, is its
     #: capacity (the largest cost it can ever grant).
     bursts: bool = False
@@ -63,15 +60,7 @@ class Algorithm:
 
 ALGORITHMS: tuple[Algorithm, ...] = (
     Algorithm("sliding_log", "Sliding window log (exact)", "log", "log"),
-    Algorithm(
-        "compact_log",
-        "Compact sliding window log (exact, 8 B per request)",
-        # "wring": the ring of weighted entries; "ring" was the layout before them,
-        # read once by the Lua code and rewritten.
-        "wring",
-        "ring",
-        legacy_suffixes=("ring",),
-    ),
+    Algorithm("compact_log", "Compact sliding window log (exact, 8 B per request)", "ring", "ring"),
     Algorithm(
         "sliding_counter",
         "Sliding window counter (approximate, small)",

@@ -174,11 +174,17 @@ def _foreign_type(replies: list[object], stored_type: str, algorithm: str) -> st
 
 
 def _is_foreign(error: str) -> bool:
-    """Redis's wrong-type error, or the compact_log script's refusal of a bad ring. Redis 7
-    answers a function's wrong-type error as it is; Redis 6.2 wraps a script's in "Error
-    running script (call to ...): @user_script:N: WRONGTYPE ..."."""
-    return (
-        "WRONGTYPE Operation against a key" in error or "does not hold a compact_log ring" in error
+    """Redis's wrong-type error, or a log script's refusal of a value it did not write
+    (a bad ring, a sorted set of other members). Redis 7 answers a function's wrong-type
+    error as it is; Redis 6.2 wraps a script's in "Error running script (call to ...):
+    @user_script:N: WRONGTYPE ..."."""
+    return any(
+        sign in error
+        for sign in (
+            "WRONGTYPE Operation against a key",
+            "does not hold a compact_log ring",
+            "does not hold a sliding_log",
+        )
     )
 
 
@@ -190,29 +196,16 @@ def is_log(algorithm: str) -> bool:
 def ring_entries(blob: bytes | None) -> list[int]:
     """A compact_log ring's admission times, oldest first, one per admitted request (see
     ``lua/compact_log.lua``: a 16-byte header, head and size as big-endian uint32 and a
-    base position, then 16-byte slots of a time and an end position, as doubles). The
-    ring of an earlier release (a 4-byte head, then one 8-byte time per unit) reads too.
-    Empty for a missing or malformed value."""
-    if not blob:
+    base position, then 16-byte slots of a time and an end position, as doubles). Empty
+    for a missing or malformed value."""
+    if not blob or len(blob) < 32 or len(blob) % 16:
         return []
-    if len(blob) >= 32 and len(blob) % 16 == 0:
-        head, size = struct.unpack_from(">II", blob)
-        capacity = (len(blob) - 16) // 16
-        if head < capacity and size <= capacity:
-            slots = [int(t) for t, _ in struct.iter_unpack(">dd", blob[16:])]
-            return [slots[(head + k) % capacity] for k in range(size)]
-    return _legacy_ring_entries(blob)
-
-
-def _legacy_ring_entries(blob: bytes) -> list[int]:
-    """The admission times of a ring an earlier release wrote (``...:ring``)."""
-    if len(blob) < 12 or (len(blob) - 4) % 8:
+    head, size = struct.unpack_from(">II", blob)
+    capacity = (len(blob) - 16) // 16
+    if head >= capacity or size > capacity:
         return []
-    (head,) = struct.unpack_from(">I", blob)
-    size = (len(blob) - 4) // 8
-    times = [int(t) for (t,) in struct.iter_unpack(">d", blob[4:])]
-    head %= size
-    return times[head:] + times[:head]
+    slots = [int(t) for t, _ in struct.iter_unpack(">dd", blob[16:])]
+    return [slots[(head + k) % capacity] for k in range(size)]
 
 
 def iso(time_us: int) -> str:

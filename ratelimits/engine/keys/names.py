@@ -24,13 +24,8 @@ from ratelimits.engine.algorithms import ALGORITHMS
 #: The last part of each algorithm's keys (:attr:`Algorithm.suffix
 #: <ratelimits.engine.algorithms.Algorithm.suffix>`).
 ALGORITHM_SUFFIX = {a.name: a.suffix for a in ALGORITHMS}
-#: Suffixes of keys written by earlier releases: still parsed, so the tools list, inspect
-#: and reset them until they expire.
-LEGACY_SUFFIX = {suffix: a.name for a in ALGORITHMS for suffix in a.legacy_suffixes}
-SUFFIX_ALGORITHM = {
-    **LEGACY_SUFFIX,
-    **{suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()},
-}
+#: Each algorithm by the last part of its keys.
+SUFFIX_ALGORITHM = {suffix: algorithm for algorithm, suffix in ALGORITHM_SUFFIX.items()}
 #: The last part of a lockout's key, in place of the counts' algorithm suffix.
 LOCK_SUFFIX = "lock"
 PREFIX_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
