@@ -3,13 +3,13 @@ this tree's against an earlier revision's, in one run on one server.
 
 Both revisions' Lua is loaded into one throw-away redis-server as two function libraries
 (the earlier one read with ``git show REV:lua/...``, in the order its ``scripts.py``
-lists the parts). For each plain policy (no calendar period, no lockout, cost 1) the two
-take turns: a round sends ``--calls`` recording calls of one revision from rotating
-client addresses, one at a time, every one admitted, and reads the server's CPU per
-``FCALL`` from ``INFO commandstats`` (``usec / calls``, as ``make bench``'s hot path
-does), alternating which revision goes first. The figure is the median of ``--runs``
-rounds. Prints a Markdown table with each algorithm's ratio, this tree's over the
-earlier revision's.
+assembles the parts: :func:`parts_at`). For each plain policy (no calendar period, no
+lockout, cost 1) the two take turns: a round sends ``--calls`` recording calls of one
+revision from rotating client addresses, one at a time, every one admitted, and reads
+the server's CPU per ``FCALL`` from ``INFO commandstats`` (``usec / calls``, as ``make
+bench``'s hot path does), alternating which revision goes first. The figure is the
+median of ``--runs`` rounds. Prints a Markdown table with each algorithm's ratio, this
+tree's over the earlier revision's.
 
 Those clients hold a few entries each, and nothing leaves their window. The logs are
 measured again in steady state (:data:`STEADY_ENTRIES` entries in each client's window,
@@ -59,14 +59,27 @@ def git_show(revision: str, path: str) -> str:
     ).stdout
 
 
+def parts_at(revision: str) -> list[str]:
+    """The Lua parts at ``revision``, in the order its ``scripts.py`` assembles them: listed
+    by name, or with one file per algorithm of its registry (``engine/algorithms.py``, its
+    ``Algorithm("<name>", ...)`` entries in order) in place of the generated ones."""
+    source = git_show(revision, "ratelimits/engine/store/scripts.py")
+    found = re.search(r"DECIDE_PARTS = \((.*?)\n\)", source, re.DOTALL)
+    if found is None:
+        raise SystemExit(f"{revision}: its scripts.py lists no DECIDE_PARTS to read")
+    parts = []
+    for line in found.group(1).splitlines():
+        if "for algorithm in ALGORITHMS" in line:
+            registry = git_show(revision, "ratelimits/engine/algorithms.py")
+            parts += [f"{n}.lua" for n in re.findall(r'\bAlgorithm\(\s*"([a-z_]+)"', registry)]
+        else:
+            parts += re.findall(r'"([a-z_]+\.lua)"', line)
+    return parts
+
+
 def definitions_at(revision: str) -> str:
     """The decide code's definitions at ``revision``: its Lua parts, in its own order."""
-    source = git_show(revision, "ratelimits/engine/store/scripts.py")
-    found = re.search(r"DECIDE_PARTS = \(([^)]*)\)", source)
-    if found is None or "*" in found.group(1):
-        raise SystemExit(f"{revision}: its scripts.py lists no DECIDE_PARTS to read")
-    parts = re.findall(r'"([a-z_]+\.lua)"', found.group(1))
-    return "\n".join(git_show(revision, f"lua/{part}") for part in parts)
+    return "\n".join(git_show(revision, f"lua/{part}") for part in parts_at(revision))
 
 
 def definitions_now() -> str:

@@ -5,8 +5,8 @@
 -- ARGV[2]  "1" to record an admitted request, "0" to only look (nothing is written),
 --          "2" to give back what an admitted request recorded (see give_back.lua)
 -- ARGV[3 + 6 * (i - 1) .. 8 + 6 * (i - 1)], for each policy i:
---          algorithm   sliding_log | compact_log | sliding_counter | fixed_window
---                      | token_bucket | concurrency
+--          algorithm   a name in the registry, ratelimits/engine/algorithms.py (each
+--                      one's lua/<name>.lua adds it to ALGORITHMS)
 --          limit       units per window, integer >= 1
 --          window_ms   window length in milliseconds, or a calendar period's
 --                      boundaries, either with a lockout: see window_of in prelude.lua
