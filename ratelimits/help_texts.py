@@ -7,7 +7,8 @@ POLICY_HELP: dict[str, str] = {
     "name": "Unique short name; it appears in Redis keys and response headers.",
     "endpoint": (
         "What the policy matches: a DRF throttle_scope (search), a URL name "
-        "(api:search) or a path glob starting with / or * (/api/search/*)."
+        "(api:search), several of them comma-separated (api:accounts,api:payments: one "
+        "counter for all) or a path glob starting with / or * (/api/search/*)."
     ),
     "methods": "Comma-separated HTTP methods (GET,POST). Blank matches every method.",
     "limit": (

@@ -26,7 +26,7 @@ class Policy(models.Model):
 
     name = models.SlugField(max_length=64, unique=True, help_text=POLICY_HELP["name"])
     endpoint = models.CharField(
-        max_length=200,
+        max_length=1000,
         validators=[validators.validate_endpoint],
         help_text=POLICY_HELP["endpoint"],
     )

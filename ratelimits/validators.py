@@ -77,15 +77,38 @@ def validate_key(value: str) -> None:
     )
 
 
+#: Separates the names of an endpoint that lists several (``accounts,api:payments``).
+ENDPOINT_SEPARATOR = ","
+#: What starts a path glob endpoint.
+GLOB_STARTS = ("/", "*")
+
+
+def endpoint_names(endpoint: str) -> tuple[str, ...]:
+    """The names (throttle scopes, URL names) an endpoint matches: itself, or each one it
+    lists, comma-separated; none for a path glob (it starts with ``/`` or ``*``)."""
+    if endpoint.startswith(GLOB_STARTS):
+        return ()
+    return tuple(endpoint.split(ENDPOINT_SEPARATOR))
+
+
 def validate_endpoint(value: str) -> None:
-    """Not blank and without whitespace: a throttle scope, a URL name or a path glob."""
+    """Not blank and without whitespace: a throttle scope, a URL name, a comma-separated
+    list of them, or a path glob."""
     if not (value or "").strip():
         raise ValidationError("The endpoint cannot be blank.", code="blank_endpoint")
     if not re.match(ENDPOINT_PATTERN, value.strip()):
         raise ValidationError(
             "The endpoint cannot contain spaces: use a throttle scope (search), a URL name "
-            "(api:search) or a path glob (/api/search/*).",
+            "(api:search), several of them comma-separated (search,api:orders) or a path "
+            "glob (/api/search/*).",
             code="invalid_endpoint",
+        )
+    names = endpoint_names(value.strip())
+    if len(names) > 1 and not all(name and not name.startswith(GLOB_STARTS) for name in names):
+        raise ValidationError(
+            "A list of names holds throttle scopes and URL names, comma-separated, none "
+            "empty and none a path glob: search,api:orders. A path glob stands alone.",
+            code="invalid_endpoint_list",
         )
 
 

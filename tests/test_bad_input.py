@@ -469,7 +469,7 @@ def test_the_highest_limit_the_list_edit_accepts_is_counted_exactly(
         ({"limit": 2**63}, "limit", "max_value"),
         ({"window": 10**30}, "window", "max_value"),
         ({"name": "n" * 65}, "name", "max_length"),
-        ({"endpoint": "/" + "a" * 200}, "endpoint", "max_length"),
+        ({"endpoint": "/" + "a" * 1000}, "endpoint", "max_length"),
     ],
     ids=lambda v: repr(v)[:40] if isinstance(v, dict) else None,
 )

@@ -21,6 +21,7 @@ from ratelimits.engine.policy.describe import describe_rate
 from ratelimits.engine.policy.overrides import Exemption, Overrides, Previous
 from ratelimits.engine.policy.script_args import ScriptArgs, shard_args, window_slot
 from ratelimits.engine.policy.wire import WireArgs, wire
+from ratelimits.validators import GLOB_STARTS, endpoint_names
 
 #: What ``counts`` may be: which responses spend a unit.
 COUNTS = rules.COUNTS
@@ -187,7 +188,13 @@ class CompiledPolicy:
 
     @property
     def is_path_pattern(self) -> bool:
-        return self.endpoint.startswith(("/", "*"))
+        return self.endpoint.startswith(GLOB_STARTS)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The throttle scopes and URL names it matches (one, or those its endpoint lists);
+        none for a path glob."""
+        return endpoint_names(self.endpoint)
 
     @property
     def rate(self) -> str:

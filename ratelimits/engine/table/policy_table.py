@@ -65,7 +65,7 @@ class PolicyTable:
         self._by_name = _reindexed(
             before._by_name,
             gone,
-            ((p.endpoint, p) for p in added if not p.is_path_pattern),
+            ((name, p) for p in added for name in p.names),
             lambda policy: policy,
             _NAME,
             pacer,
@@ -106,15 +106,19 @@ class PolicyTable:
         url_name: str | None = None,
         sign_in: bool = False,
     ) -> list[CompiledPolicy]:
-        """Policies whose endpoint is ``scope`` or ``url_name`` or matches ``path`` (names
-        first, then globs in the order of their policies' names). Sign-in policies
-        (:attr:`~ratelimits.engine.policy.compiled.CompiledPolicy.signs_in`) are matched only
-        with ``sign_in`` (``authenticate()``), and only they are then."""
+        """Policies whose endpoint is (or lists) ``scope`` or ``url_name``, or matches
+        ``path`` (names first, then globs in the order of their policies' names). Sign-in
+        policies (:attr:`~ratelimits.engine.policy.compiled.CompiledPolicy.signs_in`) are
+        matched only with ``sign_in`` (``authenticate()``), and only they are then."""
         found: list[CompiledPolicy] = []
         if scope:
             found.extend(self._by_name.get(scope, ()))
         if url_name and url_name != scope:
-            found.extend(self._by_name.get(url_name, ()))
+            named = self._by_name.get(url_name, ())
+            if found and named:  # a policy listing both the scope and the URL name
+                held = found.copy()
+                named = [p for p in named if all(p is not other for other in held)]
+            found.extend(named)
         by_prefix = self._globs_by_prefix
         if self._few_globs is not None:
             found.extend(policy for _, matches, policy in self._few_globs if matches(path))
@@ -253,8 +257,9 @@ def _reindexed(
 def _keys_of(
     index: dict[str, list[V]], policy: CompiledPolicy, policy_of: Callable[[V], CompiledPolicy]
 ) -> Iterable[str]:
-    """Where ``policy`` is filed in ``index``: under its endpoint, or its glob's prefix."""
-    for key in (policy.endpoint, glob_prefix(policy.endpoint)):
+    """Where ``policy`` is filed in ``index``: under each name of its endpoint, or its
+    glob's prefix."""
+    for key in (*policy.names, glob_prefix(policy.endpoint)):
         if any(policy_of(entry) is policy for entry in index.get(key, ())):
             yield key
 

@@ -17,6 +17,7 @@ from ratelimits.tools.endpoints.urlconf import (
     view_class_of,
     walk,
 )
+from ratelimits.validators import endpoint_names
 
 #: What the admin and the command say of a policy whose endpoint matches nothing.
 UNMATCHED = "matches no URL name, scope or path"
@@ -66,14 +67,15 @@ class EndpointIndex:
         self._candidates: list[str] | None = None
 
     def matches(self, endpoint: str) -> bool:
-        """True when ``endpoint`` names a URL name or a scope, or is a path glob that a
-        path of the URLconf matches."""
+        """True when ``endpoint`` names a URL name or a scope (each one it lists), or is a
+        path glob that a path of the URLconf matches."""
         found = self._matched.get(endpoint)
         if found is None:
-            if endpoint.startswith(("/", "*")):
+            listed = endpoint_names(endpoint)
+            if not listed:
                 found = self._reaches(endpoint)
             else:
-                found = endpoint in self.names or endpoint in self.scopes
+                found = all(name in self.names or name in self.scopes for name in listed)
             self._matched[endpoint] = found
         return found
 
@@ -81,6 +83,10 @@ class EndpointIndex:
         """The URL name, scope or path (as a glob: ``*`` for a parameter) closest to
         ``endpoint`` in spelling, when one is close enough: ``odrers`` -> ``orders``,
         ``api/orders/`` -> ``/api/orders/``."""
+        listed = endpoint_names(endpoint)
+        if len(listed) > 1:  # the nearest of the first name that matches nothing
+            unmatched = [name for name in listed if not self.matches(name)]
+            return self.nearest(unmatched[0]) if unmatched else None
         if self._candidates is None:
             paths = {route.glob for route in self.routes if route.glob}
             self._candidates = [*sorted(self.names | self.scopes), *sorted(paths)]
