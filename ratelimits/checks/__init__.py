@@ -1,13 +1,22 @@
 """Django system checks for a misconfigured ratelimits (``manage.py check``).
 
 One module per concern: :mod:`~ratelimits.checks.settings` (the ``RATELIMITS`` setting),
-:mod:`~ratelimits.checks.addresses` (trusted proxies), :mod:`~ratelimits.checks.installation`
-(the cache, the Lua code, the faces), :mod:`~ratelimits.checks.policies` (database checks
-of the policies and sign-in protection) and :mod:`~ratelimits.checks.server` (deploy checks
-that talk to Redis). Importing this package registers them all.
+:mod:`~ratelimits.checks.addresses` (trusted proxies),
+:mod:`~ratelimits.checks.django_ratelimit` (django-ratelimit's settings),
+:mod:`~ratelimits.checks.installation` (the cache, the Lua code, the faces),
+:mod:`~ratelimits.checks.policies` (database checks of the policies and sign-in protection)
+and :mod:`~ratelimits.checks.server` (deploy checks that talk to Redis). Importing this
+package registers them all.
 """
 
-from ratelimits.checks import addresses, installation, policies, server, settings
+from ratelimits.checks import (
+    addresses,
+    django_ratelimit,
+    installation,
+    policies,
+    server,
+    settings,
+)
 from ratelimits.checks.installation import check_cache
 from ratelimits.checks.names import (
     DJANGO_REDIS_BACKEND,
@@ -25,6 +34,7 @@ __all__ = [
     "THROTTLE_PATH",
     "addresses",
     "check_cache",
+    "django_ratelimit",
     "installation",
     "policies",
     "server",

@@ -1,9 +1,13 @@
-"""django-ratelimit's decorator on ratelimits' policies: moving over is one import.
+"""django-ratelimit on ratelimits' policies: moving over is one import prefix.
 
 ::
 
     # from django_ratelimit.decorators import ratelimit
-    from ratelimits.contrib.django_ratelimit import ratelimit
+    from ratelimits.contrib.django_ratelimit.decorators import ratelimit
+
+The package has django-ratelimit's layout: :mod:`.decorators` (``ratelimit``),
+:mod:`.core` (``is_ratelimited``, ``get_usage``), :mod:`.exceptions` (``Ratelimited``),
+:mod:`.middleware` (``RatelimitMiddleware``); each name is importable from here too.
 
     @ratelimit(key="ip", rate="5/m", method="POST")
     def login(request): ...
@@ -34,7 +38,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ratelimits.contrib.django_ratelimit.decorator import ratelimit
+from ratelimits.contrib.django_ratelimit.core import get_usage, is_ratelimited
+from ratelimits.contrib.django_ratelimit.decorators import ratelimit
 from ratelimits.contrib.django_ratelimit.exceptions import Ratelimited
 from ratelimits.contrib.django_ratelimit.keys import ALL, UNSAFE
 from ratelimits.contrib.django_ratelimit.naming import policy_rows
@@ -51,6 +56,8 @@ __all__ = [
     "Ratelimited",
     "Spec",
     "declared",
+    "get_usage",
+    "is_ratelimited",
     "policy_rows",
     "ratelimit",
     "specs_of",

@@ -1,6 +1,5 @@
 """``@ratelimit(group=None, key=None, rate=None, method=ALL, block=True)``: django-ratelimit's
-decorator, deciding each request by the view's policy (:mod:`.policies`) through the face
-pipeline."""
+decorator, deciding each request by the view's policy (:mod:`.deciding`)."""
 
 from __future__ import annotations
 
@@ -9,14 +8,14 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
-from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 
+import ratelimits.contrib.django_ratelimit.deciding as deciding
 import ratelimits.contrib.django_ratelimit.keys as keys
-import ratelimits.contrib.django_ratelimit.policies as policies
 import ratelimits.contrib.django_ratelimit.rates as rates
+from ratelimits import signals
 from ratelimits.conf import app_settings
-from ratelimits.contrib.django_ratelimit.exceptions import exception_class
+from ratelimits.contrib.django_ratelimit.counting import acounted, counted
+from ratelimits.contrib.django_ratelimit.exceptions import configured_exception, exception_class
 from ratelimits.contrib.django_ratelimit.spec import (
     SPEC_ATTRIBUTE,
     SPECS_ATTRIBUTE,
@@ -24,10 +23,9 @@ from ratelimits.contrib.django_ratelimit.spec import (
     declare,
     default_group,
 )
-from ratelimits.engine import global_mode as mode
-from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.http import afterwards, pipeline
-from ratelimits.http.headers import decisions_of
+from ratelimits.http import afterwards
+
+__all__ = ["ratelimit"]
 
 View = TypeVar("View", bound=Callable[..., Any])
 
@@ -44,39 +42,49 @@ def ratelimit(
 ) -> Callable[[View], View]:
     """django-ratelimit's ``ratelimit``, deciding by a policy (see the package's docs).
 
-    ``key``, ``rate`` and ``method`` are read when the view is decorated; one a policy
-    cannot express raises ``ImproperlyConfigured``. Each request sets ``request.limited``
-    (True when over the limit, or when an earlier ``@ratelimit`` found it over); with
-    ``block`` a request over the limit gets ratelimits' 429, or raises ``Ratelimited``
-    with ``RATELIMITS["DJANGO_RATELIMIT_BLOCK"] = "raise"``."""
-    limits = rates.parse_rate(rate)
+    ``key``, ``rate`` and ``method`` are read when the view is decorated (a callable rate
+    or key, or its dotted path, is called per request); one django-ratelimit would not
+    read raises ``ImproperlyConfigured``, and no key does when the view is called. Each
+    request sets ``request.limited`` (True when over the limit, or when an earlier
+    ``@ratelimit`` found it over); with ``block`` a request over the limit gets
+    ratelimits' 429, or raises ``Ratelimited`` with
+    ``RATELIMITS["DJANGO_RATELIMIT_BLOCK"] = "raise"`` (``RATELIMIT_EXCEPTION_CLASS``
+    when set, in either mode)."""
+    parsed = rates.parse_rate(rate)
     try:
         policy_key = keys.policy_key(key)
-    except ImproperlyConfigured:
-        if limits is not None:
+    except Exception:
+        if key not in (None, ""):
             raise
-        policy_key = ""  # rate=None limits nothing, whatever the key (as django-ratelimit)
+        policy_key = ""  # refused when the view is called, as django-ratelimit does
     methods = keys.policy_methods(method)
-    limit, window = limits if limits is not None else (None, None)
+    limit, window = parsed if isinstance(parsed, tuple) else (None, None)
     written = tuple(method) if isinstance(method, list) else method  # a Spec is hashable
+    code_key = keys.is_code_key(key)
 
     def decorate(fn: View) -> View:
         name = group if group is not None else default_group(fn)
-        spec = Spec(name, key, rate, written, bool(block), policy_key, methods, limit, window)
+        spec = Spec(
+            name, key, rate, written, bool(block), policy_key, methods, limit, window, code_key
+        )
         declare(spec)
         if iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def limited_async(request: Any, *args: Any, **kwargs: Any) -> Any:
-                policy = await policies.apolicy_for(spec) if _applies(spec) else None
-                if policy is None or not _method_matches(policy, request):
+                found = await deciding.aapplied(spec, request) if spec.group else None
+                if found is None:
                     request.limited = getattr(request, "limited", False)
                     return await fn(request, *args, **kwargs)
-                passage = await pipeline.arun(request, _ask(policy, spec))
-                refusal = _settle(request, passage, policy, spec)
-                if refusal is not None:
-                    return refusal
-                if passage.verdict is None:
+                checks = deciding.checks(found, request)
+                verdict = await acounted(checks) if checks else None
+                over = _over(request, found, verdict)
+                if verdict is not None and (sent := deciding.announced(verdict)):
+                    await signals.asend(ratelimit, request, sent)
+                if over and spec.block:
+                    _raise_if_asked()
+                    return await deciding.arefusal(request, verdict)
+                if verdict is None:
                     return await fn(request, *args, **kwargs)
                 return await afterwards.aserved(request, fn, *args, **kwargs)
 
@@ -84,15 +92,19 @@ def ratelimit(
 
         @functools.wraps(fn)
         def limited(request: Any, *args: Any, **kwargs: Any) -> Any:
-            policy = policies.policy_for(spec) if _applies(spec) else None
-            if policy is None or not _method_matches(policy, request):
+            found = deciding.applied(spec, request) if spec.group else None
+            if found is None:
                 request.limited = getattr(request, "limited", False)
                 return fn(request, *args, **kwargs)
-            passage = pipeline.run(request, _ask(policy, spec))
-            refusal = _settle(request, passage, policy, spec)
-            if refusal is not None:
-                return refusal
-            if passage.verdict is None:
+            checks = deciding.checks(found, request)
+            verdict = counted(checks) if checks else None
+            over = _over(request, found, verdict)
+            if verdict is not None and (sent := deciding.announced(verdict)):
+                signals.send(ratelimit, request, sent)
+            if over and spec.block:
+                _raise_if_asked()
+                return deciding.refusal(request, verdict)
+            if verdict is None:
                 return fn(request, *args, **kwargs)
             return afterwards.served(request, fn, *args, **kwargs)
 
@@ -105,39 +117,20 @@ ratelimit.ALL = keys.ALL  # type: ignore[attr-defined]
 ratelimit.UNSAFE = keys.UNSAFE  # type: ignore[attr-defined]
 
 
-def _applies(spec: Spec) -> bool:
-    """A spec with a rate and a group, while django-ratelimit's ``RATELIMIT_ENABLE`` is on
-    and ``RATELIMITS["MODE"]`` is not ``"off"`` (then no table is read, no policy written
-    and Redis is not called)."""
-    return (
-        spec.limit is not None
-        and spec.group is not None
-        and getattr(settings, "RATELIMIT_ENABLE", True)
-        and not mode.is_off()
-    )
-
-
-def _method_matches(policy: CompiledPolicy, request: Any) -> bool:
-    return not policy.methods or request.method in policy.methods
-
-
-def _ask(policy: CompiledPolicy, spec: Spec) -> pipeline.Ask:
-    answers = spec.block and app_settings.DJANGO_RATELIMIT_BLOCK != RAISE
-    return pipeline.Ask(ratelimit, policies=[policy], answers=answers)
-
-
-def _settle(request: Any, passage: pipeline.Passage, policy: CompiledPolicy, spec: Spec) -> Any:
-    """Set ``request.limited``; for a blocked request, the 429 to return, or raise."""
-    over = any(
-        decision.policy == policy.name and decision.enforce and not decision.allowed
-        for decision in decisions_of(getattr(request, "_request", request))
-    )
+def _over(request: Any, found: deciding.Applied, verdict: Any) -> bool:
+    over = deciding.settled(request, found, verdict)
     request.limited = over or getattr(request, "limited", False)
-    if not over or not spec.block:
-        return None
-    if passage.refusal is not None:
-        return passage.refusal
-    raise exception_class()()
+    return over
+
+
+def _raise_if_asked() -> None:
+    """Raise for a blocked request when ``DJANGO_RATELIMIT_BLOCK`` is ``"raise"`` or the
+    project set ``RATELIMIT_EXCEPTION_CLASS``; return to answer ratelimits' 429."""
+    chosen = configured_exception()
+    if chosen is not None:
+        raise chosen()
+    if app_settings.DJANGO_RATELIMIT_BLOCK == RAISE:
+        raise exception_class()()
 
 
 def _marked(limited: Any, fn: Any, spec: Spec) -> Any:

@@ -19,8 +19,19 @@ except ImportError:
         by raising (``RATELIMITS["DJANGO_RATELIMIT_BLOCK"] = "raise"``)."""
 
 
-def exception_class() -> Any:
-    """What a blocked request raises: django-ratelimit's ``RATELIMIT_EXCEPTION_CLASS`` (a
-    class or its dotted path) when the project sets it, else :class:`Ratelimited`."""
-    found = getattr(settings, "RATELIMIT_EXCEPTION_CLASS", Ratelimited)
+__all__ = ["Ratelimited", "configured_exception", "exception_class"]
+
+
+def configured_exception() -> Any:
+    """django-ratelimit's ``RATELIMIT_EXCEPTION_CLASS`` (a class, or its dotted path,
+    imported), or ``None`` when the project does not set it."""
+    found = getattr(settings, "RATELIMIT_EXCEPTION_CLASS", None)
+    if found is None:
+        return None
     return import_string(found) if isinstance(found, str) else found
+
+
+def exception_class() -> Any:
+    """What a blocked request raises: :func:`configured_exception`, else
+    :class:`Ratelimited`."""
+    return configured_exception() or Ratelimited

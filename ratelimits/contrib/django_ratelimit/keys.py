@@ -1,8 +1,10 @@
 """django-ratelimit's ``key`` and ``method`` as a policy's ``key`` and ``methods``.
 
 ``ip``, ``user``, ``user_or_ip`` and ``header:<name>`` are ratelimits' own key kinds of the
-same names. A key ratelimits cannot express as a policy (a callable, ``get:``/``post:``
-parameters, the dotted path of a function) is refused when the view is decorated.
+same names. A key whose value only code can compute (a callable ``(group, request)``, the
+dotted path of one, ``get:<name>`` and ``post:<name>``) is computed per request as
+django-ratelimit computes it (:func:`key_value`); its policy holds the key
+:data:`CODE_KEY` until an operator gives it one of ratelimits' own kinds.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.utils.module_loading import import_string
 
 from ratelimits.validators import HEADER_PREFIX, header_name, normalize_methods
 
@@ -19,35 +22,65 @@ ALL = (None,)
 UNSAFE = ["DELETE", "PATCH", "POST", "PUT"]
 #: django-ratelimit's ``_SIMPLE_KEYS``, each a ratelimits key kind of the same name.
 SIMPLE_KEYS = ("ip", "user", "user_or_ip")
+#: django-ratelimit's accessor keys read from the query string and the form.
+PARAMETER_KEYS = ("get", "post")
+#: The key a policy holds for a key computed in code: who counts is what the code says,
+#: until an operator sets another key in the admin.
+CODE_KEY = "global"
 
-_SUPPORTED = "'ip', 'user', 'user_or_ip' and 'header:<name>'"
+_SUPPORTED = (
+    "'ip', 'user', 'user_or_ip', 'header:<name>', 'get:<name>', 'post:<name>', a "
+    "callable (group, request) or its dotted path"
+)
+
+
+def is_code_key(key: Any) -> bool:
+    """True for a key computed per request by code (see the module)."""
+    if callable(key):
+        return True
+    if not isinstance(key, str) or key in SIMPLE_KEYS:
+        return False
+    if ":" in key:
+        return key.split(":", 1)[0] in PARAMETER_KEYS
+    return "." in key
 
 
 def policy_key(key: Any) -> str:
-    """The policy ``key`` for django-ratelimit's ``key``; ``ImproperlyConfigured`` naming
-    what is supported for any other."""
+    """The policy ``key`` for django-ratelimit's ``key`` (:data:`CODE_KEY` for one computed
+    in code); ``ImproperlyConfigured`` naming what is supported for any other, and for
+    none (django-ratelimit refuses it when the view is called: so does the decorator)."""
+    if is_code_key(key):
+        return CODE_KEY
     if key is None or key == "":
         why = "a key is needed (django-ratelimit refuses a view without one too)"
-    elif callable(key):
-        why = "a callable key computes its value per request, which a policy cannot hold"
     elif not isinstance(key, str):
-        why = "a key is a string"
+        why = "a key is a string or a callable"
     elif key in SIMPLE_KEYS:
         return key
     elif key.startswith(HEADER_PREFIX):
         if header_name(key) is not None:
             return key
         why = "the header name is not a valid HTTP field name"
-    elif key.split(":", 1)[0] in ("get", "post"):
-        why = "ratelimits does not count clients by a query or form parameter"
-    elif "." in key:
-        why = "a dotted path names a key function, which a policy cannot hold"
     else:
         why = "django-ratelimit does not know this key either"
     raise ImproperlyConfigured(
         f"ratelimits.contrib.django_ratelimit.ratelimit(key={key!r}): {why}. Supported "
         f"keys: {_SUPPORTED}; see docs/django-ratelimit.md."
     )
+
+
+def key_value(key: Any, group: str, request: Any) -> str:
+    """The value of a key computed in code for ``request``, as django-ratelimit reads it:
+    a callable's (or dotted path's) ``(group, request)``, a query or form parameter
+    (``""`` when absent)."""
+    if callable(key):
+        return str(key(group, request))
+    accessor, _, name = key.partition(":")
+    if accessor == "get" and name:
+        return str(request.GET.get(name, ""))
+    if accessor == "post" and name:
+        return str(request.POST.get(name, ""))
+    return str(import_string(key)(group, request))
 
 
 def policy_methods(method: Any) -> tuple[str, ...]:

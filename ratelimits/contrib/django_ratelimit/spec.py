@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ratelimits.contrib.django_ratelimit.naming as naming
@@ -20,8 +20,10 @@ SPECS_ATTRIBUTE = "django_ratelimit_specs"
 @dataclass(frozen=True, slots=True)
 class Spec:
     """One ``@ratelimit(group, key, rate, method, block)`` as written, with what it means
-    for a policy: ``key`` as a policy key, ``methods`` (``()``: every method), ``limit``
-    and ``window`` (``None``: ``rate=None``, no limit).
+    for a policy: ``key`` as a policy key (``code_key``: computed per request by code),
+    ``methods`` (``()``: every method), ``limit`` and ``window`` (``None``: ``rate=None``,
+    no limit, or a rate computed per request: :meth:`with_rate` gives the spec of each
+    rate it gives; a limit of 0 denies every request).
 
     ``group`` is ``None`` only on a class-based view's method decorated with
     ``method_decorator`` and no group: django-ratelimit names it after the class it is
@@ -36,20 +38,20 @@ class Spec:
     methods: tuple[str, ...]
     limit: int | None
     window: int | None
+    code_key: bool = False
 
     def in_group(self, group: str) -> Spec:
         """This spec with ``group``."""
-        return Spec(
-            group,
-            self.key,
-            self.rate,
-            self.method,
-            self.block,
-            self.policy_key,
-            self.methods,
-            self.limit,
-            self.window,
-        )
+        return replace(self, group=group)
+
+    def with_rate(self, limit: int, window: int) -> Spec:
+        """This spec at the rate ``limit`` per ``window`` (a rate computed per request)."""
+        return replace(self, limit=limit, window=window)
+
+    @property
+    def per_request(self) -> bool:
+        """True when the rate is computed per request (a callable or its dotted path)."""
+        return self.rate is not None and self.limit is None
 
     @property
     def policy_name(self) -> str:

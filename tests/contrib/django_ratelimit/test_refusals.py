@@ -1,4 +1,4 @@
-"""What ratelimits cannot express as a policy is refused when the view is decorated, with
+"""What django-ratelimit would not read either is refused when the view is decorated, with
 a message naming what is supported."""
 
 from __future__ import annotations
@@ -18,38 +18,30 @@ def mykey(group: str, request: Any) -> str:
 @pytest.mark.parametrize(
     ("key", "why"),
     [
-        (None, "a key is needed"),
-        (mykey, "callable key"),
-        (lambda g, r: "min", "callable key"),
-        ("tests.contrib.django_ratelimit.test_refusals.mykey", "dotted path"),
-        ("get:foo", "query or form parameter"),
-        ("post:foo", "query or form parameter"),
         ("header:bad name", "not a valid HTTP field name"),
         ("cookie:x", "does not know this key"),
+        (3, "a key is a string or a callable"),
     ],
 )
-def test_keys_a_policy_cannot_hold(key: Any, why: str) -> None:
+def test_keys_django_ratelimit_does_not_read(key: Any, why: str) -> None:
     with pytest.raises(ImproperlyConfigured) as refused:
         ratelimit(key=key, rate="1/m")
     assert why in str(refused.value)
-    assert "'ip', 'user', 'user_or_ip' and 'header:<name>'" in str(refused.value)
+    assert "'ip', 'user', 'user_or_ip', 'header:<name>', 'get:<name>'" in str(refused.value)
 
 
 @pytest.mark.parametrize(
     ("rate", "why"),
     [
-        (lambda group, request: "1/m", "computed per request"),
-        ("django_ratelimit.tests.callable_rate", "computed per request"),
-        ("0/m", "denies every request"),
         ("5/M", "not a rate django-ratelimit reads"),
         ("5/minute", "not a rate django-ratelimit reads"),
         ("5/0m", "0 seconds"),
         ("5/31d", "at most 30 days"),
-        ("3000000000/d", "limit is at most"),
+        ("3000000000/d", "a limit is from 0"),
     ],
 )
 def test_rates_a_policy_cannot_hold(rate: Any, why: str) -> None:
-    with pytest.raises(ImproperlyConfigured, match="ratelimit\\(rate=") as refused:
+    with pytest.raises(ImproperlyConfigured, match="rate=") as refused:
         ratelimit(key="ip", rate=rate)
     assert why in str(refused.value)
 

@@ -35,6 +35,7 @@ from django.test import override_settings
 
 from ratelimits.contrib.django_ratelimit import Ratelimited, ratelimit
 from ratelimits.contrib.django_ratelimit.rates import parse_rate
+from ratelimits.models import Policy
 from ratelimits.testutils import RedisServer
 from tests.contrib.django_ratelimit.views import limited_view, request, user_request
 
@@ -62,9 +63,11 @@ def test_rate_parsing() -> None:
         assert parse_rate(given) == parsed
 
 
-def test_no_key() -> None:
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_key_is_refused_when_the_view_is_called(kind: str) -> None:
+    view = limited_view(kind, {"rate": "1/m"})  # django-ratelimit refuses it then too
     with pytest.raises(ImproperlyConfigured, match="a key is needed"):
-        ratelimit(rate="1/m")
+        view(request())
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -148,9 +151,11 @@ def test_rate(kind: str) -> None:
     assert view(request("post")), "Third request is limited."
 
 
-def test_zero_rate_is_refused() -> None:
-    with pytest.raises(ImproperlyConfigured, match="denies every request"):
-        ratelimit(key="ip", rate="0/m", block=False)
+@pytest.mark.parametrize("kind", KINDS)
+def test_zero_rate_denies_every_request_without_a_policy(kind: str, redis_client: Any) -> None:
+    view = limited_view(kind, {"key": "ip", "rate": "0/m", "block": False})
+    assert view(request("post")) and view(request("get"))
+    assert not Policy.objects.exists() and not redis_client.keys("*")
 
 
 @pytest.mark.parametrize("kind", KINDS)
