@@ -1,15 +1,24 @@
-"""The ``RATELIMITS`` setting: defaults in one place, read through one cached object.
+"""Internal, not part of the public API (see docs/api.md): the ``RATELIMITS`` setting,
+with its defaults in one place, read through one cached object, and the one receiver of
+``setting_changed``.
 
-Use ``ratelimits.conf.app_settings.NAME``. The cache is cleared on Django's
-``setting_changed`` signal, so ``override_settings(RATELIMITS=...)`` works in tests. This
-module imports only Django: whoever caches something built from a setting (the Redis
-client, the policy table, the exempt networks, the hash key) clears it on the same signal.
+Use ``ratelimits.conf.app_settings.NAME``; ``override_settings(RATELIMITS=...)`` works in
+tests. This module imports only Django and never the modules it resets: a module that
+caches something built from a setting (the Redis client, the policy table, the exempt
+networks, the hash key) registers the function that forgets it with
+:func:`resets_on_setting_change`, naming the settings it is built from, when the module is
+imported. Per-process state that no setting builds (the breakers, the unsent counts)
+registers with :func:`resets_process_state`. The one receiver calls the first kind when
+one of their settings changes; :func:`reset_registered` (``reset_state()`` in the test
+helpers) calls both kinds.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -124,8 +133,93 @@ def user_settings() -> dict[str, Any]:
 app_settings = AppSettings()
 
 
-@receiver(setting_changed)
-def _clear_on_change(*, setting: str, **kwargs: Any) -> None:
+#: Pass to :func:`resets_on_setting_change` for a cache that a change of any setting
+#: may make wrong (a compiled query, a policy compiled with ``TIME_ZONE``).
+ANY_SETTING = "*"
+
+Reset = TypeVar("Reset", bound=Callable[[], object])
+
+
+@dataclass(frozen=True)
+class _Registered:
+    """A registered reset: the function, and the settings a change of which calls it
+    (``None``: none, only :func:`reset_registered` does)."""
+
+    reset: Callable[[], object]
+    settings: frozenset[str] | None
+
+    def follows(self, setting: str) -> bool:
+        return self.settings is not None and (
+            setting in self.settings or ANY_SETTING in self.settings
+        )
+
+
+#: The registered resets, each once, in the order their modules were imported.
+_registered: dict[Callable[[], object], _Registered] = {}
+
+
+def _register(reset: Reset, settings: frozenset[str] | None) -> Reset:
+    _registered[reset] = _Registered(reset, settings)
+    return reset
+
+
+def resets_on_setting_change(*settings: str) -> Callable[[Reset], Reset]:
+    """Register the decorated function (no arguments) as the reset of a cache built from
+    ``settings`` (Django setting names, such as ``"RATELIMITS"``, ``"CACHES"``,
+    ``"SECRET_KEY"``; :data:`ANY_SETTING` for any): it is called when one of them
+    changes, and by :func:`reset_registered`. Returns the function unchanged::
+
+        @resets_on_setting_change("RATELIMITS")
+        def _forget_networks() -> None:
+            networks.cache_clear()
+    """
+    if not settings or not all(isinstance(name, str) and name for name in settings):
+        raise TypeError("resets_on_setting_change() needs the names of the settings")
+    names = frozenset(settings)
+
+    def register(reset: Reset) -> Reset:
+        return _register(reset, names)
+
+    return register
+
+
+def resets_process_state(reset: Reset) -> Reset:
+    """Register ``reset`` (no arguments) as the reset of per-process state no setting
+    builds (a breaker, a buffer of unsent counts): :func:`reset_registered` calls it, a
+    setting change does not. Returns it unchanged; use it as a decorator, or call it on a
+    bound method (``resets_process_state(shadow_log.reset)``)."""
+    return _register(reset, None)
+
+
+def registered_resets(settings: Iterable[str] | None = None) -> list[Callable[[], object]]:
+    """The registered resets, in the order they are called (the reverse of registration:
+    a module is imported after those it uses, so it is reset before them). ``settings``:
+    only those a change of one of these settings calls; ``None``: all."""
+    entries = list(_registered.values())[::-1]
+    if settings is None:
+        return [entry.reset for entry in entries]
+    changed = list(settings)
+    return [entry.reset for entry in entries if any(entry.follows(name) for name in changed)]
+
+
+def _forget_settings() -> None:
+    _merged.cache_clear()
+    app_settings.__dict__.clear()
+
+
+def reset_registered() -> None:
+    """Forget the settings read and call every registered reset: the process's state is
+    then the one a fresh worker has (``ratelimits.testutils.reset_state``)."""
+    _forget_settings()
+    for reset in registered_resets():
+        reset()
+
+
+@receiver(setting_changed, dispatch_uid="ratelimits.conf")
+def _on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    """The app's one ``setting_changed`` receiver: forget the settings read, then call the
+    resets registered for ``setting``."""
     if setting == "RATELIMITS":
-        _merged.cache_clear()
-        app_settings.__dict__.clear()
+        _forget_settings()
+    for reset in registered_resets([setting]):
+        reset()

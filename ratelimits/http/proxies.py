@@ -27,9 +27,7 @@ import ipaddress
 import logging
 from typing import Any
 
-from django.core.signals import setting_changed
-
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_on_setting_change
 from ratelimits.engine.reminders import Reminder
 from ratelimits.http.forwarded import Address, forwarded_for, parse_node, walk, x_forwarded_for
 
@@ -183,13 +181,10 @@ class _PrivateSenderNotice:
 _notice = _PrivateSenderNotice()
 
 
-def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+@resets_on_setting_change("RATELIMITS")
+def _forget_settings() -> None:
     global _notice
-    if setting == "RATELIMITS":
-        trusted_networks.cache_clear()
-        is_trusted.cache_clear()
-        _notice = _PrivateSenderNotice()
-        _reminders.clear()
-
-
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.http.proxies")
+    trusted_networks.cache_clear()
+    is_trusted.cache_clear()
+    _notice = _PrivateSenderNotice()
+    _reminders.clear()

@@ -51,7 +51,7 @@ import threading
 import time
 from collections import Counter
 
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_process_state
 from ratelimits.engine.decision import Outcomes
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection, errors
@@ -262,6 +262,7 @@ def _at_exit() -> None:
         logger.debug("ratelimits: final metrics flush failed", exc_info=True)
 
 
+@resets_process_state
 def reset() -> None:
     """Forget the buffer and stop this process's flusher (tests, settings changes)."""
     global _pid, _flusher, _generation
