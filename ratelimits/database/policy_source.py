@@ -21,10 +21,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.signals import setting_changed
 from django.db import close_old_connections, connections, router
 from django.db.models import QuerySet
 
+from ratelimits.conf import ANY_SETTING, resets_on_setting_change
 from ratelimits.database import prepared
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.policy.overrides import compile_rules
@@ -118,17 +118,11 @@ def row_fields() -> list[str]:
     ]
 
 
+@resets_on_setting_change(ANY_SETTING)  # a setting may change how a policy compiles (TIME_ZONE)
 def reset() -> None:
     """Forget the policies compiled by the previous load (the next compiles them all)."""
     global _compiled
     _compiled = {}
-
-
-def _reset_on_setting_change(**kwargs: Any) -> None:
-    reset()  # a setting may change how a policy compiles (a default time zone...)
-
-
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.database.policy_source")
 
 
 def close_connections() -> None:

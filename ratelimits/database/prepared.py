@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.signals import setting_changed
 from django.db import connections
 from django.db.models import QuerySet
+
+from ratelimits.conf import ANY_SETTING, resets_on_setting_change
 
 #: A column's converters, as the ORM applies them: ``(position, functions, expression)``.
 Converters = list[tuple[int, list[Callable[..., Any]], Any]]
@@ -73,13 +74,7 @@ def prepare(name: str, database: str, query: Callable[[], QuerySet[Any, Any]]) -
     return found
 
 
+@resets_on_setting_change(ANY_SETTING)
 def forget() -> None:
     """Compile every query again at its next use (a setting may change its SQL)."""
     _prepared.clear()
-
-
-def _forget_on_setting_change(**kwargs: Any) -> None:
-    forget()
-
-
-setting_changed.connect(_forget_on_setting_change, dispatch_uid="ratelimits.database.prepared")

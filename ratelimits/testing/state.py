@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
+from ratelimits.conf import reset_registered
+
 
 def reset_state() -> None:
-    """Forget the policy table, the Redis client, the breakers, the unsent request
-    counts (stopping the metrics flusher) and the shadow log's clients of this process."""
-    from ratelimits.engine.reporting import stats
-    from ratelimits.engine.reporting.shadow_log import shadow_log
-    from ratelimits.engine.store import breaker, connection
-    from ratelimits.engine.table import current as table
-
-    stats.reset()
-    table.reset()
-    connection.reset()
-    breaker.reset_all()
-    shadow_log.reset()
+    """Forget every per-process cache and state of the app: what its modules registered
+    with :mod:`ratelimits.conf` (the policy table, the Redis clients, the breakers, the
+    unsent request counts, stopping the metrics flusher, the shadow log's clients, and
+    every cache built from a setting). The next request starts from the settings, the
+    database and Redis alone."""
+    reset_registered()

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from typing import Any
 
-from django.core.signals import setting_changed
-
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_on_setting_change
 
 _Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -45,9 +42,4 @@ def is_exempt_address(address: str) -> bool:
     return any(parsed in network for network in exempt)
 
 
-def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
-    if setting == "RATELIMITS":
-        networks.cache_clear()
-
-
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.keys.exemptions")
+resets_on_setting_change("RATELIMITS")(networks.cache_clear)

@@ -40,9 +40,8 @@ import re
 from typing import Any
 
 from django.conf import settings
-from django.core.signals import setting_changed
 
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_on_setting_change
 
 GLOBAL = "global"
 #: The key kind that counts only requests without a user, by address (DRF's anon throttle).
@@ -65,12 +64,7 @@ def hash_key_of(secret: object) -> bytes:
     return hashlib.sha256(b"ratelimits.identity:" + str(secret).encode()).digest()
 
 
-def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
-    if setting == "SECRET_KEY":
-        _hash_key.cache_clear()
-
-
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.keys.identity")
+resets_on_setting_change("SECRET_KEY")(_hash_key.cache_clear)
 
 
 def digest(value: str | bytes, key: bytes | None = None) -> str:

@@ -26,11 +26,10 @@ old key leaves ``SECRET_KEY_FALLBACKS``: from then on it matches under the curre
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 from django.conf import settings
-from django.core.signals import setting_changed
 
+from ratelimits.conf import resets_on_setting_change
 from ratelimits.engine.keys.identity import hash_key_of, header_identity, principal_identity
 
 #: The identity forms that are keyed hashes of a client's secret (what an override can
@@ -57,9 +56,4 @@ def principal_identities(text: str) -> tuple[str, ...]:
     return tuple(principal_identity(text, key) for key in fallback_keys())
 
 
-def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
-    if setting == "SECRET_KEY_FALLBACKS":
-        fallback_keys.cache_clear()
-
-
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.keys.rotation")
+resets_on_setting_change("SECRET_KEY_FALLBACKS")(fallback_keys.cache_clear)

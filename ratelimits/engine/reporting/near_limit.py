@@ -19,11 +19,8 @@ that records nothing, or a decision Redis could not make.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from django.core.signals import setting_changed
-
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_on_setting_change
 from ratelimits.engine.decision import Decision
 from ratelimits.engine.policy.compiled import Check
 
@@ -64,12 +61,7 @@ def _load() -> float:
     return _fraction
 
 
-def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+@resets_on_setting_change("RATELIMITS")
+def _forget_fraction() -> None:
     global _fraction
-    if setting == "RATELIMITS":
-        _fraction = -1.0
-
-
-setting_changed.connect(
-    _reset_on_setting_change, dispatch_uid="ratelimits.engine.reporting.near_limit"
-)
+    _fraction = -1.0

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ratelimits.conf import resets_process_state
+
 logger = logging.getLogger("ratelimits")
 
 #: Most (policy, client) pairs a worker remembers having logged.
@@ -122,3 +124,4 @@ class ShadowLog:
 
 #: The process's shadow log (:func:`ratelimits.engine.limiter.decide` writes to it).
 shadow_log = ShadowLog()
+resets_process_state(shadow_log.reset)

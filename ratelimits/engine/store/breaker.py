@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_process_state
 from ratelimits.engine.store import errors
 
 logger = logging.getLogger("ratelimits")
@@ -183,6 +183,7 @@ def for_node(name: str) -> CircuitBreaker:
     return found
 
 
+@resets_process_state
 def reset_all() -> None:
     """Close every breaker and forget the cluster nodes' ones."""
     breaker.reset()

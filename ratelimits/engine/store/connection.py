@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import redis
 from django.core.cache import caches
-from django.core.signals import setting_changed
 from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.sentinel import SentinelConnectionPool
 
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_on_setting_change
 from ratelimits.engine.store import async_caller, cache_pool, caller, cluster, failover
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store.cluster import parse_node
@@ -150,6 +149,7 @@ def describe(client: Client) -> str:
     return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
+@resets_on_setting_change("RATELIMITS", "CACHES")
 def reset() -> None:
     """Forget the clients (settings changed); the next call builds new ones."""
     with _lock:
@@ -164,14 +164,6 @@ def reset() -> None:
             client.close()
         else:
             client.connection_pool.disconnect()
-
-
-def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("RATELIMITS", "CACHES"):
-        reset()
-
-
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.store.connection")
 
 
 def _get_or_create(purpose: str, timeout: float, *, guarded: bool = False) -> Client:

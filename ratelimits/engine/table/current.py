@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.signals import setting_changed
 
 import ratelimits.engine.table.builds as builds
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_on_setting_change
 from ratelimits.engine.denials import clear as clear_denials
 from ratelimits.engine.table.builds import PolicySource, load_table
 from ratelimits.engine.table.cache import cache
@@ -181,6 +179,7 @@ def mark_changed() -> None:
             cache.drop()
 
 
+@resets_on_setting_change("RATELIMITS", "CACHES")
 def reset() -> None:
     """Forget the table (tests, settings changes); the next request loads it again."""
     with cache.lock:
@@ -189,11 +188,3 @@ def reset() -> None:
         cache.version = None
         cache.checked_at = cache.loaded_at = 0.0
     clear_denials()
-
-
-def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("RATELIMITS", "CACHES"):
-        reset()
-
-
-setting_changed.connect(_reset_on_setting_change, dispatch_uid="ratelimits.engine.table.current")
