@@ -1,5 +1,8 @@
 """``adopt``: the site's DRF throttles (and django-ratelimit decorators) as policies,
-written like an import (validated, in one transaction, announced to every worker)."""
+written like an import (validated, in one transaction, announced to every worker).
+
+The plan is one line per policy (``-v 2`` adds the routes each replaces) and one per
+throttle left alone, with the reason and its routes."""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from ratelimits.cli.common import file_format, write_document
 from ratelimits.contrib import django_ratelimit
 from ratelimits.models import Policy
 from ratelimits.tools import adoption, policy_files
+
+#: The ``-v`` from which each policy's routes are listed.
+ROUTES_VERBOSITY = 2
 
 
 def django_ratelimit_rows(spec: Any) -> list[dict[str, Any]]:
@@ -31,16 +37,21 @@ def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
         raise CommandError(f"The adopted policies do not validate; nothing changed.\n{e}") from None
     # With the file on stdout, the plan goes to stderr so that the file can be piped.
     report = command.stderr if output == "-" else command.stdout
-    _report(report, found, plan, dry_run=dry_run)
+    verbosity = options.get("adopt_verbosity")
+    if verbosity is None:  # given before the subcommand, or not at all
+        verbosity = options.get("verbosity", 1)
+    routes = int(verbosity) >= ROUTES_VERBOSITY
+    _report(report, found, plan, dry_run=dry_run, routes=routes)
     if dry_run:
         report.write("Dry run: nothing changed.")
     elif not plan.changes:
         report.write("Nothing to change.")
     else:
         policy_files.apply_import(plan)
+        modes = mode or "each stored policy's mode kept, new ones in shadow"
         report.write(
             f"Adopted: {len(plan.created)} created, {len(plan.updated)} updated, "
-            f"{len(plan.unchanged)} unchanged ({mode})."
+            f"{len(plan.unchanged)} unchanged ({modes})."
         )
     if output is not None:
         if write_document(command, output, document):
@@ -51,21 +62,32 @@ def run_adopt(command: BaseCommand, options: dict[str, Any]) -> None:
 
 
 def _report(
-    write_to: Any, found: adoption.AdoptionPlan, plan: policy_files.ImportPlan, *, dry_run: bool
+    write_to: Any,
+    found: adoption.AdoptionPlan,
+    plan: policy_files.ImportPlan,
+    *,
+    dry_run: bool,
+    routes: bool,
 ) -> None:
-    """Each policy (what happens to it, its rate, what it replaces), then each throttle
-    left alone and why."""
+    """Each policy on one line (what happens to it, its rate, what it replaces; with
+    ``routes``, each route it replaces below), the policies adopted earlier and kept, then
+    each throttle left alone, why, and its routes."""
     would = "would be " if dry_run else ""
     verbs: dict[str, str] = {p.name: f"{would}created" for p in plan.created}
     verbs.update({p.name: f"{would}updated ({', '.join(f)})" for p, f in plan.updated})
     verbs.update({p.name: "unchanged" for p in plan.unchanged})
-    if not found.adopted and not found.skipped:
+    if not found.adopted and not found.skipped and not found.kept:
         write_to.write("No DRF throttles or django-ratelimit decorators found in the URLconf.")
     for adopted in found.adopted:
         row = adopted.row
-        write_to.write(f"{verbs[row['name']]}: {row['name']}: {_rate(row)}")
-        for replaced in adopted.replaces:
+        write_to.write(f"{verbs[row['name']]}: {row['name']}: {_rate(row)}; {adopted.summary}")
+        for replaced in adopted.replaces if routes else ():
             write_to.write(f"  replaces {replaced}")
+    for name, mode in found.kept:
+        write_to.write(
+            f"kept: {name} ({mode}): adopted earlier; no DRF throttle of its is left in the "
+            "URLconf (--mode enforce or --mode shadow sets its mode)"
+        )
     for skipped in found.skipped:
         write_to.write(f"skipped: {skipped.what}: {skipped.why}")
         for label in skipped.views:
@@ -73,10 +95,12 @@ def _report(
 
 
 def _rate(row: dict[str, Any]) -> str:
-    """``sliding_log, 100 per 3600 s per user_or_ip, endpoint /api/*, shadow``."""
+    """``sliding_log, 100 per 3600 s per user_or_ip, endpoint /api/*, shadow`` (``cost 2``
+    after the key when a request spends more than one)."""
     algorithm = row.get("algorithm") or Policy._meta.get_field("algorithm").get_default()
     key = row.get("key") or Policy._meta.get_field("key").get_default()
+    cost = f", cost {row['cost']}" if (row.get("cost") or 1) > 1 else ""
     return (
-        f"{algorithm}, {row.get('limit')} per {row.get('window')} s per {key}, "
+        f"{algorithm}, {row.get('limit')} per {row.get('window')} s per {key}{cost}, "
         f"endpoint {row.get('endpoint')}, {row.get('mode')}"
     )

@@ -1,6 +1,7 @@
 """Views adoption must leave alone or read with care: the user throttle on two views next
-to a scoped one under one path prefix (no one endpoint matches just those two), a
-subclass with code of its own, two throttles on one scope at different rates,."""
+to a scoped one under one path prefix (no glob matches just those two; their URL names,
+listed, do), a subclass with code of its own, two throttles on one scope at different
+rates."""
 
 from typing import Any
 

@@ -61,8 +61,14 @@ def test_adopted_policies_admit_what_drf_admitted(clients, monkeypatch, redis_cl
     }
 
 
-def test_the_plan_names_each_policy_and_what_it_replaces():
-    out = run("adopt", "--dry-run")
+def test_the_plan_names_each_policy_and_with_v2_the_routes_it_replaces():
+    summary = run("adopt", "--dry-run")
+    assert (
+        "would be created: drf-user: sliding_log, 3 per 60 s per user_or_ip, endpoint "
+        "/api/shared/*, shadow; replaces UserRateThrottle 3/min on 2 routes\nskipped: " in summary
+    )
+    assert "  replaces" not in summary
+    out = run("adopt", "--dry-run", "-v", "2")
     assert "would be created: drf-user: sliding_log, 3 per 60 s per user_or_ip, " in out
     assert (
         "  replaces UserRateThrottle 3/min on /api/shared/items/ (items) "

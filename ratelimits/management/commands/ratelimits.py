@@ -124,9 +124,10 @@ class Command(BaseCommand):
         adopt.add_argument(
             "--mode",
             choices=("shadow", "enforce"),
-            default="shadow",
-            help="shadow (default): the policies count and log, and let requests pass; "
-            "enforce: they deny.",
+            default=None,
+            help="shadow: the policies count and log, and let requests pass; enforce: they "
+            "deny. Also sets the mode of the policies an earlier run adopted. Without it, "
+            "a stored policy keeps its mode and a new one is in shadow.",
         )
         adopt.add_argument(
             "--dry-run",
@@ -137,6 +138,15 @@ class Command(BaseCommand):
             "--output",
             metavar="FILE",
             help="Also write the plan as a policy file that `import` accepts ('-' for stdout).",
+        )
+        adopt.add_argument(
+            "-v",
+            "--verbosity",
+            dest="adopt_verbosity",
+            type=int,
+            choices=(0, 1, 2, 3),
+            default=None,
+            help="1 (default): one line per policy; 2: each route it replaces too.",
         )
         self._format(adopt)
 

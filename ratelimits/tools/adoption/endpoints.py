@@ -7,29 +7,41 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 
+from ratelimits.models import Policy
 from ratelimits.tools.adoption.views import View
 from ratelimits.tools.endpoints.globs import path_fillings
+from ratelimits.validators import ENDPOINT_SEPARATOR, endpoint_names
+
+#: The longest endpoint a policy holds.
+MAX_ENDPOINT: int = Policy._meta.get_field("endpoint").max_length  # type: ignore[assignment]
 
 
 class NoEndpoint(Exception):
     """No endpoint matches exactly these views; the message says what else one matches."""
 
 
-def choose_endpoint(views: Sequence[View], others: Sequence[View], scope: str | None = None) -> str:
-    """The endpoint matching every one of ``views`` and none of ``others``: ``scope`` (a
-    ``throttle_scope`` the views share), else the URL name of a single view, else a path
-    glob of their common prefix. :class:`NoEndpoint` when none does."""
+def choose_endpoint(views: Sequence[View], others: Sequence[View]) -> str:
+    """The endpoint matching every one of ``views`` and none of ``others``: the
+    ``throttle_scope`` every one of them has (whatever its name), else the URL name of a
+    single view, else a path glob of their common prefix, else the list of their URL names
+    (comma-separated). :class:`NoEndpoint` when none does."""
     candidates = []
-    if scope:
-        candidates.append(scope)
-    names = {view.name for view in views}
-    if len(names) == 1 and None not in names:
-        candidates.append(next(iter(names)))
+    scopes = {view.scope for view in views}
+    if len(scopes) == 1 and None not in scopes:
+        candidates.append(next(iter(scopes)))  # type: ignore[arg-type]
+    names = sorted(view.name for view in {view.name: view for view in views}.values() if view.name)
+    named = len(names) == len({view.name for view in views})  # no view without a name
+    if named and len(names) == 1:
+        candidates.append(names[0])
     globs = [view.route.glob for view in views]
     if all(globs):
         prefix = _common_prefix([glob.split("*")[0] for glob in globs])
         candidates.append(prefix + "*")
-    else:
+    listed = ENDPOINT_SEPARATOR.join(names)
+    listable = all(ENDPOINT_SEPARATOR not in name for name in names)
+    if named and len(names) > 1 and len(listed) <= MAX_ENDPOINT and listable:
+        candidates.append(listed)
+    if not candidates:
         unread = next(view for view in views if not view.route.glob)
         raise NoEndpoint(f"Django cannot spell the path of {unread.label}")
     problem = ""
@@ -45,10 +57,12 @@ def choose_endpoint(views: Sequence[View], others: Sequence[View], scope: str | 
 
 def reaches(endpoint: str, view: View) -> bool:
     """Whether a policy on ``endpoint`` matches ``view``, as the policy table matches: a
-    name is the view's URL name or its scope; a glob (starting with ``/`` or ``*``)
-    matches one of its paths, or the view's pattern matches one of the glob's paths."""
-    if not endpoint.startswith(("/", "*")):
-        return endpoint in (view.name, view.scope)
+    name (or one the endpoint lists) is the view's URL name or its scope; a glob (starting
+    with ``/`` or ``*``) matches one of its paths, or the view's pattern matches one of the
+    glob's paths."""
+    listed = endpoint_names(endpoint)
+    if listed:
+        return view.name in listed or view.scope in listed
     route = view.route
     if route.glob and fnmatch.fnmatchcase(route.glob, endpoint):
         return True

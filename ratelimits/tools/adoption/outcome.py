@@ -8,10 +8,20 @@ from typing import Any
 
 @dataclass
 class Adopted:
-    """A policy to write (a policy-file row) and what it replaces."""
+    """A policy to write (a policy-file row), what it replaces (one line per route), and
+    those throttles in short (``UserRateThrottle 100/hour``) for the one-line summary."""
 
     row: dict[str, Any]
     replaces: list[str]
+    what: str = ""
+
+    @property
+    def summary(self) -> str:
+        """``replaces UserRateThrottle 100/hour on 3 routes``."""
+        if not self.replaces:
+            return self.what
+        routes = len(self.replaces)
+        return f"replaces {self.what} on {routes} route{'' if routes == 1 else 's'}"
 
 
 @dataclass
@@ -27,6 +37,9 @@ class Skipped:
 class AdoptionPlan:
     adopted: list[Adopted] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    #: Policies adopted by an earlier run whose DRF throttles are gone from the URLconf
+    #: (the site switched to ``PolicyThrottle``), kept as they are: their names and modes.
+    kept: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def rows(self) -> list[dict[str, Any]]:

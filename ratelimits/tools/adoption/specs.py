@@ -60,7 +60,7 @@ def _add_row(
         why = f"its policy's name {name!r} is taken by an adopted DRF throttle"
         clashes[name] = Skipped(f"django-ratelimit {name}", [view.label], why)
     elif found is None:
-        by_name[name] = Adopted(row, [replaced])
+        by_name[name] = Adopted(row, [replaced], "django-ratelimit")
     elif found.row == row:
         if replaced not in found.replaces:
             found.replaces.append(replaced)

@@ -93,3 +93,20 @@ def _specs_of(callback: Any, view_class: Any) -> tuple[Any, ...]:
         if spec is not None:
             return (spec,)
     return ()
+
+
+#: How Django spells the parameter of DRF's format suffix patterns in a route's path.
+FORMAT_PARAMETER = "<format>"
+
+
+def distinct_routes(views: Iterable[View]) -> list[str]:
+    """The labels of ``views``, each once, without the ``.<format>`` twin DRF's
+    ``format_suffix_patterns`` (and a router) adds next to a route of the same name."""
+    views = list(views)
+    plain = {view.name for view in views if FORMAT_PARAMETER not in view.route.path}
+    found: dict[str, None] = {}
+    for view in views:
+        if FORMAT_PARAMETER in view.route.path and view.name is not None and view.name in plain:
+            continue
+        found.setdefault(view.label)
+    return list(found)
