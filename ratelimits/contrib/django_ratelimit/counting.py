@@ -23,9 +23,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.dummy import DummyCache
-from django.core.signals import setting_changed
 
-from ratelimits.conf import app_settings
+from ratelimits.conf import app_settings, resets_on_setting_change
 from ratelimits.engine import Check, Verdict, adecide, decide
 from ratelimits.engine.limiter import evaluate
 from ratelimits.engine.store import cache_pool, connection
@@ -105,13 +104,10 @@ def _on_other_cache(client: Any, checks: Sequence[Check], record: bool = True) -
         return fail_verdict(checks)
 
 
-def _forget(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("CACHES", "RATELIMITS", "RATELIMIT_USE_CACHE"):
-        with _lock:
-            for client in _clients.values():
-                if client is not Where.LIMITER:
-                    connection.close(client)
-            _clients.clear()
-
-
-setting_changed.connect(_forget, dispatch_uid="ratelimits.contrib.django_ratelimit.counting")
+@resets_on_setting_change("CACHES", "RATELIMITS", "RATELIMIT_USE_CACHE")
+def _forget() -> None:
+    with _lock:
+        for client in _clients.values():
+            if client is not Where.LIMITER:
+                connection.close(client)
+        _clients.clear()
