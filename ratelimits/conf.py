@@ -62,6 +62,10 @@ DEFAULTS: dict[str, Any] = {
     "FAIL_CLOSED_RETRY_AFTER": 1,
     # Seconds between a worker's sends of its per-minute request counts (admin dashboard).
     "METRICS_FLUSH_INTERVAL": 5.0,
+    # Keep each policy's traffic record (how far its clients go per window, per hour, for
+    # 7 days: the admin's Traffic panel, `ratelimits traffic`). False: none is kept; a
+    # policy's own `traffic` field turns it off for that policy.
+    "TRAFFIC": True,
     # Over-limit keys a worker remembers, to deny their floods without Redis (0: off).
     "LOCAL_DENIALS": 10_000,
     # Dotted path of a view (request, exception) rendering the middleware's and the

@@ -68,6 +68,8 @@ POLICY_HELP: dict[str, str] = {
         "every slot back: all."
     ),
     "fail_open": "When Redis cannot answer: let requests through (checked) or deny them.",
+    "traffic": "Keep this policy's traffic record (how far its clients go per window, for "
+    "7 days: the Traffic panel below). Costs no Redis call per request.",
 }
 
 #: ``PolicyOverride``'s fields.

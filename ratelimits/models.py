@@ -104,6 +104,9 @@ class Policy(models.Model):
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
     fail_open = models.BooleanField(default=True, help_text=POLICY_HELP["fail_open"])
+    traffic = models.BooleanField(
+        "record traffic", default=True, help_text=POLICY_HELP["traffic"]
+    )
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

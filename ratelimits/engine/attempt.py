@@ -1,8 +1,8 @@
 """One request's decision around its Redis calls, the same for sync and async callers:
 the remembered denial that answers it without a call, the verdict from the reply (and
 the denials it teaches the worker), or each policy's fail mode after the error the
-calls met. A recorded request is counted once (stats, the dashboard, Prometheus), with
-the time it took here."""
+calls met. A recorded request is counted once (stats, the dashboard, Prometheus, the
+traffic record), with the time it took here."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from ratelimits.engine.steps import ServerFailed
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection, errors
 from ratelimits.engine.store.route import BreakerOpen
+from ratelimits.engine.traffic.record import tally as tally_traffic
 from ratelimits.engine.verdicts import fail_verdict, verdict_from
 from ratelimits.exceptions import ConfigurationError
 
@@ -46,6 +47,7 @@ class Attempt:
             self.sent_at = time.monotonic()
             denied = remembered_denial(checks, self.sent_at)
             if denied is not None:
+                tally_traffic(checks, denied)
                 _report(denied, self.started, "local")
                 self.answer = denied
             self.seen = denials_generation()
@@ -70,6 +72,7 @@ class Attempt:
                     break
             if verdict.allowed:
                 verdict.near_limit = crossed_near_limit(checks, verdict.decisions)
+            tally_traffic(checks, verdict, now=replies.now_us(reply) / 1_000_000)
             _report(verdict, self.started, "redis")
         return verdict
 

@@ -70,6 +70,9 @@ class CompiledPolicy:
     lockout: int = 0
     #: IPv6 clients count per network of this many bits; ``None``: ``IPV6_PREFIX``.
     ipv6_prefix: int | None = None
+    #: Whether its decisions feed the traffic record (:mod:`ratelimits.engine.traffic`); the
+    #: ``RATELIMITS["TRAFFIC"]`` setting turns it off for every policy.
+    traffic: bool = True
     #: ``script_args`` as the bytes a decide call carries, per shard (made once, here).
     wire_args: WireArgs = field(init=False, compare=False, repr=False)
     #: ``script_args`` without the last slot, cost, as bytes: a request that spends

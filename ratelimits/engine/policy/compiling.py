@@ -8,6 +8,7 @@ a compiled policy is and does.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import ratelimits.engine.global_mode as modes
@@ -109,8 +110,9 @@ def build(
 
 def from_model(cls: type[CompiledPolicy], policy: object) -> CompiledPolicy:
     """The policy from a ``Policy`` row (``burst``, ``cost``, ``counts``, ``calendar``,
-    ``time_zone``, ``lockout`` and ``ipv6_prefix`` when it has them)."""
-    return build(
+    ``time_zone``, ``lockout`` and ``ipv6_prefix`` when it has them), with its ``traffic``
+    switch."""
+    compiled = build(
         cls,
         burst=getattr(policy, "burst", None),
         cost=getattr(policy, "cost", 1) or 1,
@@ -135,3 +137,4 @@ def from_model(cls: type[CompiledPolicy], policy: object) -> CompiledPolicy:
             )
         },
     )
+    return compiled if getattr(policy, "traffic", True) else replace(compiled, traffic=False)

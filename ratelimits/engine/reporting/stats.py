@@ -50,6 +50,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from ratelimits.conf import app_settings, resets_process_state
 from ratelimits.engine.decision import Outcomes
@@ -74,6 +75,9 @@ _pid: int | None = None  # the process that owns _buffer and _flusher
 _flusher: _Flusher | None = None
 _generation = 0  # bumped by reset(): a flush in flight must not refill a reset buffer
 _atexit_registered = False
+#: Other buffers sent by the same thread after the counts, each by its own flush
+#: (:func:`add_rider`): the traffic record.
+_riders: list[Callable[[], object]] = []
 
 
 def stats_key(minute: int, prefix: str | None = None) -> str:
@@ -92,6 +96,13 @@ def count(counted: Outcomes, *, now: float | None = None) -> None:
     with _lock:
         for policy, what in counted:
             _buffer[(minute, policy, what)] += 1
+
+
+def add_rider(flush_other: Callable[[], object]) -> None:
+    """Have this process's flusher also call ``flush_other`` (which must never raise a
+    Redis error) after each flush of the counts, and at exit."""
+    if flush_other not in _riders:
+        _riders.append(flush_other)
 
 
 def pending() -> dict[_Entry, int]:
@@ -199,10 +210,11 @@ class _Flusher(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(_interval()):
-            try:
-                flush()
-            except Exception:  # never let the thread die: the next interval tries again
-                logger.exception("ratelimits: metrics flush failed")
+            for send in (flush, *_riders):
+                try:
+                    send()
+                except Exception:  # never let the thread die: the next interval tries again
+                    logger.exception("ratelimits: metrics flush failed")
 
     def stop(self, timeout: float | None = 1.0) -> None:
         self.stopped.set()
@@ -256,10 +268,11 @@ def _at_exit() -> None:
     if _pid != os.getpid() or flusher is None:
         return
     flusher.stop(timeout=1.0)
-    try:
-        flush()
-    except Exception:  # settings or Redis already gone: nothing more to do
-        logger.debug("ratelimits: final metrics flush failed", exc_info=True)
+    for send in (flush, *_riders):
+        try:
+            send()
+        except Exception:  # settings or Redis already gone: nothing more to do
+            logger.debug("ratelimits: final metrics flush failed", exc_info=True)
 
 
 @resets_process_state

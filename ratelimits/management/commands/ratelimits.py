@@ -1,7 +1,8 @@
 """``manage.py ratelimits``: see and fix what the limiter does, keep policies in files.
 
 Subcommands: ``policies``, ``keys``, ``inspect``, ``reset``, ``export``, ``import``,
-``check``, ``adopt``. Run ``manage.py ratelimits <subcommand> --help`` for each one's options.
+``check``, ``adopt``, ``traffic``. Run ``manage.py ratelimits <subcommand> --help`` for
+each one's options.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ratelimits.cli.inspect import run_inspect
 from ratelimits.cli.keys import run_keys
 from ratelimits.cli.policies import run_export, run_import, run_policies
 from ratelimits.cli.reset import run_reset
+from ratelimits.cli.traffic import run_traffic
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.tools.identities import IDENTITY_FORMS
@@ -31,7 +33,18 @@ SUBCOMMANDS = {
     "import": run_import,
     "check": run_check,
     "adopt": run_adopt,
+    "traffic": run_traffic,
 }
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return value
 
 
 def _positive_or_zero(text: str) -> int:
@@ -149,6 +162,28 @@ class Command(BaseCommand):
             help="1 (default): one line per policy; 2: each route it replaces too.",
         )
         self._format(adopt)
+
+        traffic = sub.add_parser(
+            "traffic",
+            help="How far a policy's clients went per window, what another limit would have "
+            "denied, and a suggested limit (from its traffic record).",
+        )
+        traffic.add_argument("policy", metavar="POLICY", help="The policy's name.")
+        traffic.add_argument(
+            "--since",
+            default="24h",
+            metavar="SPAN",
+            help="The span read: 1h, 24h (default) or 7d, or any number of hours or days "
+            "up to 7d.",
+        )
+        traffic.add_argument(
+            "--what-if",
+            dest="what_if",
+            type=_positive,
+            metavar="N",
+            help="What a limit of N would have denied (default: the suggested limit).",
+        )
+        self._json(traffic)
 
     def handle(self, *args: Any, **options: Any) -> None:
         run = SUBCOMMANDS[options["subcommand"]]
