@@ -1,13 +1,14 @@
 """``manage.py ratelimits``: see and fix what the limiter does, keep policies in files.
 
 Subcommands: ``policies``, ``keys``, ``inspect``, ``reset``, ``export``, ``import``,
-``check``, ``adopt``, ``traffic``. Run ``manage.py ratelimits <subcommand> --help`` for
-each one's options.
+``check``, ``adopt``, ``simulate``, ``traffic``. Run ``manage.py ratelimits <subcommand>
+--help`` for each one's options.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -18,9 +19,12 @@ from ratelimits.cli.inspect import run_inspect
 from ratelimits.cli.keys import run_keys
 from ratelimits.cli.policies import run_export, run_import, run_policies
 from ratelimits.cli.reset import run_reset
+from ratelimits.cli.simulate import add_arguments as simulate_arguments
+from ratelimits.cli.simulate import run_simulate
 from ratelimits.cli.traffic import run_traffic
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
+from ratelimits.testing.embedded import start_embedded
 from ratelimits.tools.identities import IDENTITY_FORMS
 from ratelimits.tools.policy_files import FORMATS
 
@@ -33,6 +37,7 @@ SUBCOMMANDS = {
     "import": run_import,
     "check": run_check,
     "adopt": run_adopt,
+    "simulate": functools.partial(run_simulate, embedded=start_embedded),
     "traffic": run_traffic,
 }
 
@@ -162,6 +167,13 @@ class Command(BaseCommand):
             help="1 (default): one line per policy; 2: each route it replaces too.",
         )
         self._format(adopt)
+
+        simulate = sub.add_parser(
+            "simulate",
+            help="Replay access logs through the real scripts at the logs' clock: what each "
+            "policy, limit or algorithm would have denied.",
+        )
+        simulate_arguments(simulate)
 
         traffic = sub.add_parser(
             "traffic",
