@@ -7,7 +7,9 @@ One list member per policy::
 
 ``q`` is the limit, ``w`` the window in seconds, ``r`` the remaining quota and ``t`` the
 seconds (rounded up) until one more unit frees up. Decisions made without Redis (fail
-mode) are left out: their numbers are unknown.
+mode) are left out: their numbers are unknown. So are the decisions of policies keyed by
+the attempted username (:func:`counts_an_account`): their numbers are an account's, not
+the client's, and would tell anyone how many guesses remain before it locks.
 
 A face keeps the decisions it made on the Django request (:func:`attach_decisions`); the
 response-header middleware writes the fields from them (:func:`decisions_of`).
@@ -21,6 +23,7 @@ from typing import Any
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision
+from ratelimits.engine.keys.identity import describe
 
 #: The Django request attribute holding the decisions made for it.
 DECISIONS_ATTRIBUTE = "ratelimit_decisions"
@@ -59,9 +62,16 @@ def ratelimit_field(decisions: Iterable[Decision]) -> str:
     )
 
 
+def counts_an_account(decision: Decision) -> bool:
+    """True when ``decision`` counts an account rather than the client asking: its policy
+    is keyed by the attempted username (a sign-in policy). The one place that asks; it
+    reads the kind of the decision's identity until key kinds can answer it themselves."""
+    return describe(decision.identity) == "username"
+
+
 def _known(decisions: Iterable[Decision]) -> list[Decision]:
     seen: dict[str, Decision] = {}
     for decision in decisions:
-        if not decision.failed:
+        if not decision.failed and not counts_an_account(decision):
             seen[decision.policy] = decision  # the last decision per policy wins
     return list(seen.values())

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from ratelimits.engine.decision import Decision
-from ratelimits.http.headers import policy_field, ratelimit_field
+from ratelimits.engine.keys.identity import username_identity
+from ratelimits.http.headers import counts_an_account, policy_field, ratelimit_field
 
 
 def decision(policy: str = "login", **changes: Any) -> Decision:
@@ -78,3 +79,16 @@ def test_one_member_per_policy_the_last_decision_wins() -> None:
 def test_a_generator_is_read_once() -> None:
     decisions = (d for d in [decision("a"), decision("b")])
     assert policy_field(decisions) == '"a";q=5;w=60, "b";q=5;w=60'
+
+
+def test_a_policy_keyed_by_username_tells_nobody_its_numbers() -> None:
+    """A sign-in policy counting the attempted username: its remaining count is how many
+    guesses are left before that account locks, so neither field names it (an address
+    policy decided beside it still shows)."""
+    account = decision("signin-username", identity=username_identity("victim"), remaining=1)
+    address = decision("signin-address")
+    assert counts_an_account(account)
+    assert not counts_an_account(address)
+    assert policy_field([account, address]) == '"signin-address";q=5;w=60'
+    assert ratelimit_field([account, address]) == '"signin-address";r=2;t=41'
+    assert ratelimit_field([account]) == ""
