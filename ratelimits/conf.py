@@ -50,8 +50,15 @@ DEFAULTS: dict[str, Any] = {
     # Networks of the site's proxies ("10.0.0.0/8", "127.0.0.1", "2001:db8::/32"): their
     # X-Forwarded-For / Forwarded is read, from the right while each hop is trusted.
     "TRUSTED_PROXIES": [],
+    # The one forwarding header the trusted proxies write: "X-Forwarded-For" or
+    # "Forwarded"; the other is never read. None: both are read, and a request whose two
+    # headers name different clients counts as ip:unknown.
+    "FORWARDED_HEADER": None,
     # IPv6 clients are grouped by this prefix length (128 = one address each).
     "IPV6_PREFIX": 64,
+    # NAT64/SIIT prefixes (RFC 6052: /32, /40, /48, /56, /64 or /96): a client address in
+    # one is the IPv4 address it embeds, counted, exempted and overridden as that address.
+    "NAT64_PREFIXES": ["64:ff9b::/96"],
     # Send the IETF draft RateLimit / RateLimit-Policy response headers.
     "HEADERS": True,
     # Consecutive Redis failures that open the circuit breaker.

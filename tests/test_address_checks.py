@@ -1,6 +1,8 @@
 """The system checks of client addresses: a ``TRUSTED_PROXIES`` entry that does not parse
 (E002), one that trusts more than meant (W010), exempt networks a client can claim through
-``NUM_PROXIES`` (W011), and ``NUM_PROXIES`` ignored beside ``TRUSTED_PROXIES`` (W012)."""
+``NUM_PROXIES`` (W011), ``NUM_PROXIES`` ignored beside ``TRUSTED_PROXIES`` (W012), a
+``FORWARDED_HEADER`` or ``NAT64_PREFIXES`` value that is not one (E002) and
+``FORWARDED_HEADER`` without ``TRUSTED_PROXIES`` (W013)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ from django.test import override_settings
 
 from tests.helpers import ratelimits_settings
 
-ADDRESS_IDS = ("ratelimits.E002", "ratelimits.W010", "ratelimits.W011", "ratelimits.W012")
+ADDRESS_IDS = (
+    "ratelimits.E002",
+    "ratelimits.W010",
+    "ratelimits.W011",
+    "ratelimits.W012",
+    "ratelimits.W013",
+)
 
 
 def messages(**values: Any) -> list[CheckMessage]:
@@ -72,3 +80,47 @@ def test_num_proxies_beside_trusted_proxies_is_w012() -> None:
     found = messages(NUM_PROXIES=2, TRUSTED_PROXIES=["10.0.0.0/8"], EXEMPT_NETWORKS=["10.0.0.0/8"])
     assert [m.id for m in found] == ["ratelimits.W012"]
     assert "NUM_PROXIES is ignored" in found[0].msg
+
+
+@pytest.mark.parametrize(
+    "header", [None, "X-Forwarded-For", "Forwarded", "forwarded", " FORWARDED "]
+)
+def test_forwarded_header_names_one_of_the_two_headers(header: str | None) -> None:
+    assert messages(TRUSTED_PROXIES=["10.0.0.0/8"], FORWARDED_HEADER=header) == []
+
+
+@pytest.mark.parametrize("header", ["X-Real-IP", "", "both", ["Forwarded"], 1])
+def test_any_other_forwarded_header_is_e002(header: Any) -> None:
+    (message,) = messages(TRUSTED_PROXIES=["10.0.0.0/8"], FORWARDED_HEADER=header)
+    assert (message.id, message.level) == ("ratelimits.E002", ERROR)
+    assert "FORWARDED_HEADER must be 'X-Forwarded-For' or 'Forwarded'" in message.msg
+    assert repr(header) in message.msg
+
+
+def test_forwarded_header_without_trusted_proxies_is_w013() -> None:
+    for configured in ({}, {"NUM_PROXIES": 1}):
+        (message,) = messages(FORWARDED_HEADER="Forwarded", **configured)
+        assert (message.id, message.level) == ("ratelimits.W013", WARNING)
+        assert "ignored" in message.msg and "TRUSTED_PROXIES" in message.hint
+
+
+@pytest.mark.parametrize(
+    "prefixes", [[], ["64:ff9b::/96"], ["64:ff9b::/96", "64:ff9b:1::/48", "2001:db8::/32"]]
+)
+def test_nat64_prefixes_of_rfc_6052_lengths_pass(prefixes: list[str]) -> None:
+    assert messages(NAT64_PREFIXES=prefixes) == []
+
+
+@pytest.mark.parametrize(
+    ("prefixes", "said"),
+    [
+        ("64:ff9b::/96", "must be a list"),
+        (["64:ff9b::/80"], "is a /80; a NAT64 prefix is one of /32, /40, /48, /56, /64, /96"),
+        (["10.0.0.0/8"], "is not an IPv6 network"),
+        ([96], "is not a string"),
+    ],
+)
+def test_a_nat64_prefix_that_is_not_one_is_e002(prefixes: Any, said: str) -> None:
+    (message,) = messages(NAT64_PREFIXES=prefixes)
+    assert (message.id, message.level) == ("ratelimits.E002", ERROR)
+    assert "NAT64_PREFIXES" in message.msg and said in message.msg

@@ -1,5 +1,5 @@
 """Checks of whom a client address is believed from: ``TRUSTED_PROXIES``,
-``NUM_PROXIES`` and the exempt networks behind them (W010-W012)."""
+``NUM_PROXIES``, ``FORWARDED_HEADER`` and the exempt networks behind them (W010-W013)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from ratelimits.http.proxies import parse_network
 def check_proxies(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """W010: a ``TRUSTED_PROXIES`` entry that trusts more than it likely means; W011: an
     ``EXEMPT_NETWORKS`` address a client can claim in a header (``NUM_PROXIES`` believes
-    every sender); W012: ``NUM_PROXIES`` ignored beside ``TRUSTED_PROXIES``."""
+    every sender); W012: ``NUM_PROXIES`` ignored beside ``TRUSTED_PROXIES``; W013:
+    ``FORWARDED_HEADER`` ignored without ``TRUSTED_PROXIES``."""
     value = {**DEFAULTS, **user_settings()}
     trusted, proxies = value["TRUSTED_PROXIES"], value["NUM_PROXIES"]
     found: list[Any] = []
@@ -59,6 +60,17 @@ def check_proxies(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 hint="Remove NUM_PROXIES: TRUSTED_PROXIES decides whose forwarding headers "
                 "are read, and how far.",
                 id="ratelimits.W012",
+            )
+        )
+    if not has_trusted and value["FORWARDED_HEADER"] is not None:
+        found.append(
+            Warning(
+                "RATELIMITS['FORWARDED_HEADER'] is set without TRUSTED_PROXIES; it is "
+                "ignored (NUM_PROXIES reads X-Forwarded-For, and with neither no "
+                "forwarding header is read).",
+                hint="Set RATELIMITS['TRUSTED_PROXIES'] to your proxies' networks: the "
+                "header FORWARDED_HEADER names is then read from them.",
+                id="ratelimits.W013",
             )
         )
     return found

@@ -14,7 +14,8 @@ from ratelimits.conf import DEFAULTS, user_settings
 from ratelimits.engine import global_mode as mode
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import cluster
-from ratelimits.http.proxies import parse_network
+from ratelimits.http import nat64
+from ratelimits.http.proxies import FORWARDED_HEADERS, parse_network
 
 _POSITIVE_NUMBERS = (
     "SOCKET_TIMEOUT",
@@ -77,6 +78,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         _exempt_network_problems(value["METRICS_ALLOWED_NETWORKS"], "METRICS_ALLOWED_NETWORKS")
     )
     problems.extend(_trusted_proxy_problems(value["TRUSTED_PROXIES"]))
+    problems.extend(_forwarded_header_problems(value["FORWARDED_HEADER"]))
+    problems.extend(_nat64_prefix_problems(value["NAT64_PREFIXES"]))
     errors.extend(
         Error(
             f"RATELIMITS: {problem}.",
@@ -109,6 +112,31 @@ def _trusted_proxy_problems(entries: Any) -> list[str]:
             parse_network(entry)
         except ValueError as e:
             problems.append(f"TRUSTED_PROXIES: {e}")
+    return problems
+
+
+def _forwarded_header_problems(value: Any) -> list[str]:
+    names = [name.lower() for name in FORWARDED_HEADERS]
+    if value is None or (isinstance(value, str) and value.strip().lower() in names):
+        return []
+    choices = " or ".join(repr(name) for name in FORWARDED_HEADERS)
+    return [
+        f"FORWARDED_HEADER must be {choices} (the one header your proxies write), or None "
+        f"to read both; not {value!r}"
+    ]
+
+
+def _nat64_prefix_problems(entries: Any) -> list[str]:
+    if not isinstance(entries, (list, tuple)):
+        return [
+            f"NAT64_PREFIXES must be a list of IPv6 prefixes such as {nat64.WELL_KNOWN_PREFIX!r}"
+        ]
+    problems = []
+    for entry in entries:
+        try:
+            nat64.parse_prefix(entry)
+        except ValueError as e:
+            problems.append(f"NAT64_PREFIXES: {e}")
     return problems
 
 

@@ -3,10 +3,12 @@
 - ``TRUSTED_PROXIES`` set (networks): ``X-Forwarded-For`` and ``Forwarded`` are read only
   when ``REMOTE_ADDR`` is in a trusted network, walked from the right while each hop is
   trusted; the first untrusted address is the client (all trusted: the leftmost). A hop
-  that is not an address stops the walk at the last address read. When a request carries
-  both headers and they name different clients, the client is unknown (``""``: the
-  ``ip:unknown`` counter, never exempt): one of them was not written by the proxies.
-  ``NUM_PROXIES`` is then ignored.
+  that is not an address, or a header with none, makes the client unknown (``""``: the
+  ``ip:unknown`` counter, never exempt), never the proxy's own address.
+  ``FORWARDED_HEADER`` names the one header the proxies write, and the other is never
+  read; unset, both are, and a request whose two headers do not name the same client
+  counts as unknown: one of them was not written by the proxies. ``NUM_PROXIES`` is
+  then ignored.
 - Else ``NUM_PROXIES`` = N > 0: the Nth ``X-Forwarded-For`` entry from the right, whoever
   sent it (the way it always worked: right only when nothing but the proxies can reach
   the site); ``Forwarded`` is not read.
@@ -18,6 +20,9 @@
 
 Both warnings are misconfigurations that last: each is said at most once a minute while
 it does (:mod:`ratelimits.engine.reminders`), not once per process.
+
+Every address read (``REMOTE_ADDR``, each hop) in a ``NAT64_PREFIXES`` prefix is the IPv4
+address it embeds (:mod:`ratelimits.http.nat64`).
 """
 
 from __future__ import annotations
@@ -25,11 +30,19 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ratelimits.conf import app_settings, resets_on_setting_change
 from ratelimits.engine.reminders import Reminder
-from ratelimits.http.forwarded import Address, forwarded_for, parse_node, walk, x_forwarded_for
+from ratelimits.http import nat64
+from ratelimits.http.forwarded import (
+    Address,
+    forwarded_hops,
+    parse_node,
+    walk,
+    x_forwarded_for_hops,
+)
 
 logger = logging.getLogger("ratelimits")
 
@@ -76,10 +89,42 @@ def is_trusted(address: Address) -> bool:
     return any(address in network for network in trusted_networks())
 
 
-def _trusted_sender(remote: str) -> bool:
-    """True when ``REMOTE_ADDR`` is in a trusted network."""
+def _address_of(text: str) -> Address | None:
+    """The address ``text`` names, a NAT64 one as the IPv4 address it embeds."""
+    address = parse_node(text)
+    return None if address is None else nat64.unwrapped(address)
+
+
+def _own(remote: str) -> str:
+    """``REMOTE_ADDR`` as the client: as it is, or the IPv4 address a NAT64 one embeds."""
+    if ":" not in remote or not nat64.prefixes():
+        return remote
     address = parse_node(remote)
-    return address is not None and is_trusted(address)
+    if address is None:
+        return remote
+    embedded = nat64.unwrapped(address)
+    return remote if embedded is address else str(embedded)
+
+
+#: The values ``FORWARDED_HEADER`` takes besides ``None`` (in any case).
+FORWARDED_HEADERS = ("X-Forwarded-For", "Forwarded")
+#: Each forwarding header, by its name in lower case: its ``META`` key and how its hops
+#: are read.
+Hops = Callable[[str], Iterator[Address | None]]
+_HEADERS: dict[str, tuple[str, Hops]] = {
+    "x-forwarded-for": ("HTTP_X_FORWARDED_FOR", x_forwarded_for_hops),
+    "forwarded": ("HTTP_FORWARDED", forwarded_hops),
+}
+
+
+@functools.cache
+def forwarding_headers() -> tuple[tuple[str, Hops], ...]:
+    """The headers read behind trusted proxies: the one ``FORWARDED_HEADER`` names, or
+    both when it is unset (or not a header's name: the system checks report it)."""
+    name = app_settings.FORWARDED_HEADER
+    if isinstance(name, str) and name.strip().lower() in _HEADERS:
+        return (_HEADERS[name.strip().lower()],)
+    return tuple(_HEADERS.values())
 
 
 def client_ip(meta: dict[str, Any]) -> str:
@@ -93,36 +138,35 @@ def client_ip(meta: dict[str, Any]) -> str:
         return _by_hop_count(meta.get("HTTP_X_FORWARDED_FOR"), remote, int(proxies))
     if _notice.open:
         _notice.note(meta, remote)
-    return remote
+    return _own(remote)
 
 
 def _behind_trusted_proxies(meta: dict[str, Any], remote: str) -> str:
-    xff = meta.get("HTTP_X_FORWARDED_FOR")
-    forwarded = meta.get("HTTP_FORWARDED")
-    if not (xff or forwarded) or not _trusted_sender(remote):
-        return remote
-    found = [
-        walk(hops(str(value)), is_trusted)
-        for value, hops in ((xff, x_forwarded_for), (forwarded, forwarded_for))
-        if value
-    ]
+    values = [(meta.get(key), hops) for key, hops in forwarding_headers()]
+    present = [(str(value), hops) for value, hops in values if value]
+    if not present:
+        return _own(remote)
+    sender = _address_of(remote)
+    if sender is None or not is_trusted(sender):
+        return _own(remote)
+    found = [walk(map(nat64.unwrapped, hops(value)), is_trusted) for value, hops in present]
     if len(found) == 2 and found[0] != found[1]:
         _warn_of_disagreement()
         return ""
     client = found[0]
-    return remote if client is None else str(client)
+    return "" if client is None else str(client)
 
 
 def _by_hop_count(xff: Any, remote: str, proxies: int) -> str:
     """``NUM_PROXIES``: the Nth ``X-Forwarded-For`` entry from the right, ``REMOTE_ADDR``
     when it is not an address."""
     if not xff:
-        return remote
+        return _own(remote)
     entries = [part for part in str(xff).split(",") if part.strip()]
     if not entries:
-        return remote
-    address = parse_node(entries[-min(proxies, len(entries))])
-    return remote if address is None else str(address)
+        return _own(remote)
+    address = _address_of(entries[-min(proxies, len(entries))])
+    return _own(remote) if address is None else str(address)
 
 
 #: The two warnings of this module, each said at most once a minute.
@@ -135,10 +179,11 @@ def _warn_of_disagreement() -> None:
     if _reminders.due(_DISAGREEMENT):
         logger.warning(
             "ratelimits: a request from a trusted proxy carried X-Forwarded-For and "
-            "Forwarded naming different clients; it counts as ip:unknown (one counter for "
-            "every such request). Have the proxies write one of the headers and remove "
-            'the other (nginx: proxy_set_header Forwarded "";). Repeated every minute '
-            "while such requests come."
+            "Forwarded that do not name the same client; it counts as ip:unknown (one "
+            "counter for every such request). Set RATELIMITS['FORWARDED_HEADER'] to the "
+            "header your proxies write, and have them remove the other (nginx: "
+            'proxy_set_header Forwarded "";). Repeated every minute while such requests '
+            "come."
         )
 
 
@@ -186,5 +231,6 @@ def _forget_settings() -> None:
     global _notice
     trusted_networks.cache_clear()
     is_trusted.cache_clear()
+    forwarding_headers.cache_clear()
     _notice = _PrivateSenderNotice()
     _reminders.clear()

@@ -16,9 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ratelimits.engine.keys.exemptions import is_exempt_address
-from ratelimits.http import proxies
+from ratelimits.http import forwarded, nat64, proxies
 from ratelimits.http.facts import client_ip
-from ratelimits.http.forwarded import forwarded_for, parse_node, walk, x_forwarded_for
+from ratelimits.http.forwarded import (
+    MAX_HOPS,
+    forwarded_for,
+    forwarded_hops,
+    parse_node,
+    walk,
+    x_forwarded_for,
+    x_forwarded_for_hops,
+)
 from tests.helpers import assert_said_once_a_minute, ratelimits_settings, remind_on
 
 PROXY = "10.0.0.2"
@@ -111,17 +119,49 @@ def test_x_forwarded_for_lists_each_hop_and_skips_empty_entries() -> None:
         ('for="[2001:db8::\\1]"', ["2001:db8::1"]),  # a quoted pair is the character
         ("for=192.0.2.1,, ,for=192.0.2.2", ["192.0.2.1", "192.0.2.2"]),  # empty elements
         ("", []),
+        # Read from the right: a quote left open swallows only what lies to its left.
+        ('for=", for=198.51.100.9', [None, "198.51.100.9"]),
+        ('for="[2001:db8::1]:4711", for="', [None]),
+        ('for=192.0.2.1, for="x\\\\", for="192.0.2.2"', ["192.0.2.1", None, "192.0.2.2"]),
+        ('for=192.0.2.1;by="a\\", b", for=192.0.2.2', ["192.0.2.1", "192.0.2.2"]),
     ],
 )
 def test_forwarded_gives_each_elements_for(value: str, expected: list[str | None]) -> None:
     assert [str(hop) if hop else None for hop in forwarded_for(value)] == expected
 
 
+@pytest.mark.parametrize(
+    "client_text",
+    ['for="', 'for="\\', "for=\\", 'for="a\\"', '"', '";,', "for=", ",,;;", 'x="a, b'],
+)
+def test_what_a_client_wrote_never_hides_what_the_proxy_appended(client_text: str) -> None:
+    appended = f'{client_text}, for="[2001:db8::7]:4711";proto=https, for=198.51.100.9'
+    hops = forwarded_hops(appended)
+    assert str(next(hops)) == "198.51.100.9"
+    assert str(next(hops)) == "2001:db8::7"
+    assert str(next(x_forwarded_for_hops(f"{client_text}, 198.51.100.9"))) == "198.51.100.9"
+
+
+def test_hops_are_read_from_the_right_only_as_far_as_asked() -> None:
+    """An 8 KB header of distinct entries: reading its last hop parses that hop alone."""
+    garbage = ", ".join(f"{i:x}.{i}.{i % 256}.1" for i in range(900))
+    assert len(garbage) > 8192
+    for hops in (
+        x_forwarded_for_hops(garbage + ", 198.51.100.9"),
+        forwarded_hops(", ".join(f'for="{g}"' for g in garbage.split(", ")) + ", for=198.51.100.9"),
+    ):
+        forwarded._parse_node.cache_clear()
+        assert str(next(hops)) == "198.51.100.9"
+        assert forwarded._parse_node.cache_info().currsize == 1
+
+
 # --- the walk ----------------------------------------------------------------------------------
 
 
 def addresses(*texts: str | None) -> list[Any]:
-    return [None if t is None else ipaddress.ip_address(t) for t in texts]
+    """The hops ``texts`` (written left to right, as in a header) in the order a walk
+    reads them: from the right."""
+    return [None if t is None else ipaddress.ip_address(t) for t in reversed(texts)]
 
 
 def in_ten(address: Any) -> bool:
@@ -134,10 +174,13 @@ def in_ten(address: Any) -> bool:
         (["6.6.6.6", CLIENT], CLIENT),  # the first untrusted from the right
         (["6.6.6.6", CLIENT, "10.0.0.3", "10.0.0.4"], CLIENT),
         (["10.0.0.5", "10.0.0.3"], "10.0.0.5"),  # all trusted: the leftmost
-        (["6.6.6.6", None, "10.0.0.3"], "10.0.0.3"),  # a bad hop: the last address read
-        (["6.6.6.6", None], None),  # the rightmost is bad: the sender
+        (["6.6.6.6", None, "10.0.0.3"], None),  # a bad hop behind trusted ones: unknown
+        (["6.6.6.6", None], None),  # the rightmost is bad: unknown, never the sender
         ([None, CLIENT], CLIENT),  # garbage left of the client is never read
         ([], None),
+        (["10.0.0.1"] * MAX_HOPS, "10.0.0.1"),
+        (["10.0.0.1"] * (MAX_HOPS + 1), None),  # more trusted hops than any chain: unknown
+        ([CLIENT] + ["10.0.0.1"] * (MAX_HOPS - 1), CLIENT),
     ],
 )
 def test_walk_from_the_right_while_trusted(hops: list[str | None], expected: str | None) -> None:
@@ -164,20 +207,25 @@ def meta(remote: str = PROXY, **headers: str) -> dict[str, Any]:
         ({"HTTP_X_FORWARDED_FOR": f"{CLIENT}:51234"}, CLIENT),
         ({"HTTP_X_FORWARDED_FOR": "[2001:db8:1::9]:51234"}, "2001:db8:1::9"),
         ({"HTTP_X_FORWARDED_FOR": "10.0.0.7, 10.0.0.8"}, "10.0.0.7"),
-        ({"HTTP_X_FORWARDED_FOR": "garbage"}, PROXY),
-        ({"HTTP_X_FORWARDED_FOR": f"{CLIENT}, garbage, 10.0.0.8"}, "10.0.0.8"),
-        ({"HTTP_X_FORWARDED_FOR": " , "}, PROXY),
+        # Unreadable from a trusted sender: unknown, never the proxy's own address.
+        ({"HTTP_X_FORWARDED_FOR": "garbage"}, ""),
+        ({"HTTP_X_FORWARDED_FOR": f"{CLIENT}, garbage, 10.0.0.8"}, ""),
+        ({"HTTP_X_FORWARDED_FOR": " , "}, ""),
         ({"HTTP_FORWARDED": f"for={CLIENT};proto=https"}, CLIENT),
         ({"HTTP_FORWARDED": f'for=6.6.6.6, for="{CLIENT}:80"'}, CLIENT),
         ({"HTTP_FORWARDED": 'for="[2001:db8:1::9]:4711"'}, "2001:db8:1::9"),
         ({"HTTP_FORWARDED": 'for="[2001:db8:ffff::1]", for=10.0.0.9'}, "2001:db8:ffff::1"),
-        ({"HTTP_FORWARDED": "for=unknown"}, PROXY),
-        ({"HTTP_FORWARDED": f"for={CLIENT}, for=_hidden"}, PROXY),
-        ({"HTTP_FORWARDED": f"for=6.6.6.6, for={CLIENT}, for=_hidden"}, PROXY),
+        ({"HTTP_FORWARDED": "for=unknown"}, ""),
+        ({"HTTP_FORWARDED": f"for={CLIENT}, for=_hidden"}, ""),
+        ({"HTTP_FORWARDED": f"for=6.6.6.6, for={CLIENT}, for=_hidden"}, ""),
+        ({"HTTP_FORWARDED": 'for="'}, ""),
+        ({"HTTP_FORWARDED": f'for=", for={CLIENT}'}, CLIENT),  # the red team's quote
+        ({"HTTP_FORWARDED": f'for="6.6.6.6, for={CLIENT}'}, CLIENT),
         # Both headers: one client when they agree, unknown when they do not.
         ({"HTTP_X_FORWARDED_FOR": CLIENT, "HTTP_FORWARDED": f"for={CLIENT}"}, CLIENT),
         ({"HTTP_X_FORWARDED_FOR": CLIENT, "HTTP_FORWARDED": "for=6.6.6.6"}, ""),
         ({"HTTP_X_FORWARDED_FOR": "6.6.6.6", "HTTP_FORWARDED": f"for={CLIENT}"}, ""),
+        ({"HTTP_X_FORWARDED_FOR": CLIENT, "HTTP_FORWARDED": "for=unknown"}, ""),
     ],
 )
 def test_behind_trusted_proxies_the_headers_are_walked(
@@ -295,6 +343,7 @@ def test_any_address_a_trusted_proxy_appends_is_the_client(
     shown = str(client)
     if port is not None:
         shown = f"[{shown}]:{port}" if client.version == 6 else f"{shown}:{port}"
+    client = nat64.unwrapped(client)  # in the default 64:ff9b::/96: its embedded IPv4
     with override_settings(RATELIMITS=TRUSTED):
         expected = str(client) if not proxies.is_trusted(client) else None
         xff = ", ".join([*junk, shown])
@@ -359,11 +408,50 @@ def test_no_notice_once_a_proxy_is_trusted(caplog: pytest.LogCaptureFixture) -> 
     assert notices(caplog) == []
 
 
+@pytest.mark.parametrize(
+    ("named", "headers", "expected"),
+    [
+        # The proxies write X-Forwarded-For: a client's Forwarded is no second counter.
+        (
+            "X-Forwarded-For",
+            {"HTTP_X_FORWARDED_FOR": CLIENT, "HTTP_FORWARDED": "for=6.6.6.6"},
+            CLIENT,
+        ),
+        ("x-forwarded-for", {"HTTP_X_FORWARDED_FOR": CLIENT, "HTTP_FORWARDED": 'for="'}, CLIENT),
+        ("X-Forwarded-For", {"HTTP_FORWARDED": f"for={CLIENT}"}, PROXY),  # not read at all
+        (
+            "Forwarded",
+            {"HTTP_X_FORWARDED_FOR": "6.6.6.6", "HTTP_FORWARDED": f"for={CLIENT}"},
+            CLIENT,
+        ),
+        (
+            " FORWARDED ",
+            {"HTTP_X_FORWARDED_FOR": "garbage", "HTTP_FORWARDED": f"for={CLIENT}"},
+            CLIENT,
+        ),
+        ("Forwarded", {"HTTP_X_FORWARDED_FOR": CLIENT}, PROXY),
+        # Unset (or not a header's name: check E002), both are read.
+        (None, {"HTTP_X_FORWARDED_FOR": CLIENT, "HTTP_FORWARDED": "for=6.6.6.6"}, ""),
+        ("X-Real-IP", {"HTTP_X_FORWARDED_FOR": CLIENT, "HTTP_FORWARDED": "for=6.6.6.6"}, ""),
+    ],
+)
+def test_forwarded_header_names_the_one_header_read(
+    named: str | None, headers: dict[str, str], expected: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with (
+        override_settings(RATELIMITS={**TRUSTED, "FORWARDED_HEADER": named}),
+        caplog.at_level(logging.WARNING),
+    ):
+        assert client_ip(meta(**headers)) == expected
+    assert any("same client" in m for m in caplog.messages) == (expected == "")
+
+
 def test_disagreeing_headers_log_once(caplog: pytest.LogCaptureFixture) -> None:
     with override_settings(RATELIMITS=TRUSTED), caplog.at_level(logging.WARNING):
         for _ in range(3):
             assert client_ip(meta(HTTP_X_FORWARDED_FOR=CLIENT, HTTP_FORWARDED="for=6.6.6.6")) == ""
-    assert sum("naming different clients" in r.getMessage() for r in caplog.records) == 1
+    (message,) = [r.getMessage() for r in caplog.records if "same client" in r.getMessage()]
+    assert "FORWARDED_HEADER" in message
 
 
 def test_disagreeing_headers_are_said_again_each_minute(
@@ -373,7 +461,7 @@ def test_disagreeing_headers_are_said_again_each_minute(
 
     def said() -> int:
         client_ip(meta(HTTP_X_FORWARDED_FOR=CLIENT, HTTP_FORWARDED="for=6.6.6.6"))
-        return sum("naming different clients" in m for m in caplog.messages)
+        return sum("do not name the same client" in m for m in caplog.messages)
 
     with override_settings(RATELIMITS=TRUSTED), caplog.at_level(logging.WARNING):
         assert_said_once_a_minute(said, clock)

@@ -180,3 +180,22 @@ def test_a_48_policy_counts_a_rotation_inside_the_48_as_one_client(
     )
     # Another /48 is another client.
     assert send(site, ITEMS, **{"X-Forwarded-For": "2001:db8:6::1"}) == 200
+
+
+def test_an_unclosed_quote_never_swallows_the_address_the_proxy_appended(
+    site: Site, redis_client: redis.Redis
+) -> None:
+    """A client writes ``Forwarded: for="``; the proxy appends ``, for=198.51.100.9``.
+    Read from the left, the open quote ran to the end of the value, no hop was left, and
+    the request counted as the proxy (exempt, where the proxies' network is). Read from
+    the right, the proxy's element comes first and whole; a header the proxy sends with
+    nothing readable counts as ``ip:unknown``, never as the proxy."""
+    limited(site, redis_client, "unclosed")
+    swallowing = {"Forwarded": 'for=", for=198.51.100.9'}
+    assert [send(site, **swallowing) for _ in range(LIMIT + 1)] == [200] * LIMIT + [429]
+    assert [send(site, **{"Forwarded": 'for="'}) for _ in range(LIMIT + 1)] == [200] * LIMIT + [429]
+    assert identities(redis_client, "unclosed") == [
+        f"ip:{PROXY}",
+        "ip:198.51.100.9",
+        "ip:unknown",
+    ]
