@@ -23,10 +23,10 @@ from typing import Any
 
 import redis
 
-from ratelimits.engine import Check, CompiledPolicy
 from ratelimits.engine.calls import LOOK, POLICY_SLOTS, RECORD, decide_call
 from ratelimits.engine.keys.exemptions import networks as exempt_networks
 from ratelimits.engine.keys.names import build_key
+from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.store import commands, scripts
 from ratelimits.engine.store.commands import bulk_strings
 from ratelimits.tools.simulate.formats import LogLine
@@ -116,7 +116,11 @@ class Replay:
         """Replays ``entries`` (in time order) and returns what was counted."""
         started = time.perf_counter()
         self._mode = self._load_code()
-        self._connection = self.client.connection_pool.get_connection("FCALL")
+        pool = self.client.connection_pool
+        try:
+            self._connection = pool.get_connection()
+        except TypeError:  # redis-py before 5.3 asks for a command name
+            self._connection = pool.get_connection("FCALL")  # type: ignore[call-arg]
         try:
             for entry in entries:
                 self._line(entry.line)
