@@ -11,7 +11,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.decorators import method_decorator
@@ -30,6 +30,7 @@ from ratelimits.admin.actions import (
 from ratelimits.admin.changelist import KeyKindFilter, denied_column, endpoint_column
 from ratelimits.admin.forms import PolicyChangelistForm, PolicyForm
 from ratelimits.admin.overrides import PolicyOverrideInline
+from ratelimits.admin.traffic import traffic_panel, try_in_shadow
 from ratelimits.admin.usage import policy_usage
 from ratelimits.admin.widgets import memory_estimate
 from ratelimits.engine import algorithms
@@ -104,6 +105,7 @@ class PolicyAdmin(admin.ModelAdmin):
                     "ipv6_prefix",
                     "fail_open",
                     "shards",
+                    "traffic",
                 )
             },
         ),
@@ -176,8 +178,10 @@ class PolicyAdmin(admin.ModelAdmin):
 
     def get_urls(self) -> list[Any]:
         view = self.admin_site.admin_view(require_POST(self.reset_view))
+        trying = self.admin_site.admin_view(require_POST(self.try_in_shadow_view))
         return [
             path("<path:object_id>/reset-counters/", view, name="ratelimits_policy_reset"),
+            path("<path:object_id>/try-in-shadow/", trying, name="ratelimits_policy_try_in_shadow"),
             *super().get_urls(),
         ]
 
@@ -208,6 +212,11 @@ class PolicyAdmin(admin.ModelAdmin):
             context["reset_url"] = reverse(
                 f"{self.admin_site.name}:ratelimits_policy_reset", args=[policy.pk]
             )
+            context["traffic"] = traffic_panel(policy, request.GET.dict())
+            context["can_try_in_shadow"] = self._may_try_in_shadow(request, policy)
+            context["try_in_shadow_url"] = reverse(
+                f"{self.admin_site.name}:ratelimits_policy_try_in_shadow", args=[policy.pk]
+            )
         return super().change_view(request, object_id, form_url, context)
 
     @method_decorator(sensitive_post_parameters("identity"))
@@ -237,6 +246,47 @@ class PolicyAdmin(admin.ModelAdmin):
                 messages.SUCCESS,
             )
         return HttpResponseRedirect(self._change_url(policy))
+
+    def _may_try_in_shadow(self, request: HttpRequest, policy: Policy) -> bool:
+        """Change permission on the policy; and add permission when trying an enforcing
+        policy's limit makes its shadow twin."""
+        if not self.has_change_permission(request, policy):
+            return False
+        return policy.mode == "shadow" or self.has_add_permission(request)
+
+    def try_in_shadow_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """POST ``limit``: put it to the test in shadow mode (:func:`try_in_shadow`), logged
+        in the admin history of the policy that takes it."""
+        policy = self.get_object(request, unquote(object_id))
+        if policy is None:
+            raise Http404("No such rate limit policy.")
+        if not self._may_try_in_shadow(request, policy):
+            raise PermissionDenied
+        text = request.POST.get("limit", "").strip()
+        try:
+            limit = int(text)
+            shadow, created = try_in_shadow(policy, limit)
+        except (ValueError, ValidationError) as e:
+            reason = "; ".join(e.messages) if isinstance(e, ValidationError) else ""
+            self.message_user(
+                request,
+                f"Cannot try “{text}” in shadow: a limit is a whole number, 1 or more. {reason}",
+                messages.ERROR,
+            )
+            return HttpResponseRedirect(self._change_url(policy))
+        message = (
+            f"Trying the limit {limit} in shadow mode (from the Traffic panel of {policy.name})."
+        )
+        if created:
+            self.log_addition(request, shadow, [{"added": {}}])
+        self.log_change(request, shadow, message)
+        self.message_user(
+            request,
+            f"The shadow policy “{shadow.name}” now counts with a limit of {limit}: its "
+            "traffic panel and the dashboard show what it would deny; nothing is denied.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(self._change_url(shadow))
 
     def _change_url(self, policy: Policy) -> str:
         return reverse(f"{self.admin_site.name}:ratelimits_policy_change", args=[policy.pk])

@@ -7,11 +7,11 @@ import re
 import time
 from typing import Any
 
+import ratelimits.tools.traffic.estimate as estimate
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store.connection import Client
 from ratelimits.engine.traffic.reading import read
 from ratelimits.engine.traffic.record import HOURS_KEPT
-from ratelimits.tools.traffic import estimate
 
 #: The spans offered, in hours: the last hour, day and week.
 SPANS = {"1h": 1, "24h": 24, "7d": HOURS_KEPT}
