@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -17,8 +18,11 @@ from ratelimits.engine import algorithms
 from ratelimits.engine.policy import override_identity, rules
 from ratelimits.engine.policy.describe import describe_rate
 from ratelimits.engine.policy.periods import NOMINAL_WINDOW
+from ratelimits.engine.policy.spec import PolicySpec
 from ratelimits.help_texts import OVERRIDE_HELP, POLICY_HELP
 from ratelimits.querysets import AnnouncingQuerySet
+
+__all__ = ["Policy", "PolicyOverride"]
 
 
 class Policy(models.Model):
@@ -159,19 +163,14 @@ class Policy(models.Model):
         super().save(*args, **kwargs)
 
     @property
+    def spec(self) -> PolicySpec:
+        """This row's fields as the engine compiles them."""
+        return PolicySpec.of(self)
+
+    @property
     def rate_display(self) -> str:
-        """The rate as :func:`~ratelimits.engine.policy.compiled.describe_rate` words it."""
-        return describe_rate(
-            self.limit,
-            self.window,
-            self.algorithm,
-            self.burst,
-            self.cost,
-            self.counts,
-            calendar=self.calendar,
-            time_zone=self.calendar and rules.calendar_zone(self.time_zone),
-            lockout=self.lockout or 0,
-        )
+        """The rate as :func:`~ratelimits.engine.policy.describe.describe_rate` words it."""
+        return describe_rate(self)
 
 
 class PolicyOverride(models.Model):
@@ -244,14 +243,8 @@ class PolicyOverride(models.Model):
         of this override's policy, say)."""
         if self.exempt:
             return "exempt"
-        calendar = getattr(policy, "calendar", "")
-        return describe_rate(
-            self.limit,
-            policy.window,
-            policy.algorithm,
-            calendar=calendar,
-            time_zone=calendar and rules.calendar_zone(policy.time_zone),
-        )
+        plain = dict(limit=self.limit, burst=None, cost=1, counts="all", lockout=0)
+        return describe_rate(replace(PolicySpec.of(policy), **plain))
 
     def normalize(self) -> None:
         """Store the identity in its matched form: addresses normalised, API keys hashed.

@@ -131,7 +131,7 @@ def _uncounted(policy: CompiledPolicy) -> str:
 def _row(policy: CompiledPolicy, *cells: Any, rate: str | None = None) -> list[Any]:
     """A row of :data:`OVERRIDE_COLUMNS`: the policy (as applied), then ``cells``."""
     mode = "enforce" if policy.enforce else "shadow"
-    rate = rate or policy.rate
+    rate = rate or policy.rate_display
     return [policy.name, policy.endpoint, rate, policy.algorithm, mode, *cells]
 
 

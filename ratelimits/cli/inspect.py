@@ -37,12 +37,12 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
         write(f"policy     {name.policy} (deleted)")
     else:
         mode = "enforce" if policy.enforce else "shadow"
-        write(f"policy     {policy.name}: {policy.algorithm}, {policy.rate}, {mode}")
+        write(f"policy     {policy.name}: {policy.algorithm}, {policy.rate_display}, {mode}")
     rule = detail.rule
     if rule is not None and rule.exempt:
         write(f"override   {rule.label}: not counted")
     elif rule is not None and rule.policy is not None and rule.override:
-        write(f"override   {rule.override}: {rule.policy.rate}")
+        write(f"override   {rule.override}: {rule.policy.rate_display}")
     kind = identity.describe(name.identity)
     write(f"identity   {identity_label(name.identity, usernames)}, {kind}")
     write(f"now        {inspection.iso(detail.now_us)} (Redis TIME)")

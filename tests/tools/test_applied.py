@@ -91,7 +91,7 @@ def test_each_kind_of_override_names_the_rule_and_gives_its_limit(site):
             hashed(SECRET): (f"API key (hashed {hashed(SECRET)[2:10]}…)", 6),
         }
     )
-    assert found[f"u:{site['bob'].pk}"].policy.rate == "6 per 60 s"
+    assert found[f"u:{site['bob'].pk}"].policy.rate_display == "6 per 60 s"
     assert all(not a.exempt for a in found.values())
 
 

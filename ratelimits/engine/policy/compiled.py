@@ -1,4 +1,5 @@
-"""A policy as the hot path needs it, and a check: one policy applied to one identity.
+"""A policy as the hot path needs it, and a check: one policy applied to one identity,
+in one shard, for one request.
 
 :class:`CompiledPolicy` is what the engine knows of a ``Policy`` row: built from its fields
 (:meth:`CompiledPolicy.build`, :meth:`CompiledPolicy.from_model`), with an override's limit
@@ -10,17 +11,24 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import ratelimits.engine.algorithms as algorithms
 import ratelimits.engine.policy.compiling as compiling
 import ratelimits.engine.policy.rules as rules
 from ratelimits.conf import app_settings
 from ratelimits.engine.keys.names import build_key
-from ratelimits.engine.policy.check import Check as Check
 from ratelimits.engine.policy.describe import describe_rate
 from ratelimits.engine.policy.overrides import Exemption, Overrides, Previous
-from ratelimits.engine.policy.script_args import ScriptArgs, shard_args, window_slot
-from ratelimits.engine.policy.wire import WireArgs, wire
+from ratelimits.engine.policy.script_args import (
+    ScriptArgs,
+    WireArgs,
+    encoded_cost,
+    shard_args,
+    window_slot,
+    wire,
+)
+from ratelimits.engine.policy.spec import PolicySpec
 from ratelimits.validators import GLOB_STARTS, endpoint_names
 
 #: What ``counts`` may be: which responses spend a unit.
@@ -105,10 +113,40 @@ class CompiledPolicy:
         object.__setattr__(self, "signs_in", self.counts == rules.SIGN_IN_FAILURES)
         object.__setattr__(self, "_period", [(0.0, self.script_args, (), ())])
 
-    #: The compiled policy from its fields (:func:`ratelimits.engine.policy.compiling.build`).
-    build = classmethod(compiling.build)
-    #: The policy from a ``Policy`` row (:func:`ratelimits.engine.policy.compiling.from_model`).
+    #: The compiled policy of a :class:`PolicySpec` (:func:`.compiling.compile_spec`).
+    compile = classmethod(compiling.compile_spec)
+    #: The compiled policy of a ``Policy`` row (:func:`.compiling.from_model`).
     from_model = classmethod(compiling.from_model)
+
+    @classmethod
+    def build(cls, **fields: Any) -> CompiledPolicy:
+        """The compiled policy of ``PolicySpec(**fields)``: a shorthand for tests, tools
+        and benchmarks that spell a policy out."""
+        return cls.compile(PolicySpec(**fields))
+
+    @property
+    def spec(self) -> PolicySpec:
+        """The fields this policy was compiled from (the mode as compiled: a shadow one
+        under ``RATELIMITS["MODE"] = "shadow"``)."""
+        return PolicySpec(
+            name=self.name,
+            endpoint=self.endpoint,
+            algorithm=self.algorithm,
+            limit=self.limit,
+            window=self.window,
+            key=self.key,
+            methods=",".join(sorted(self.methods)),
+            mode="enforce" if self.enforce else "shadow",
+            fail_open=self.fail_open,
+            shards=self.shards,
+            burst=self.burst,
+            cost=self.cost,
+            counts=self.counts,
+            calendar=self.calendar,
+            time_zone=self.time_zone,
+            lockout=self.lockout,
+            ipv6_prefix=self.ipv6_prefix,
+        )
 
     def with_limit(self, limit: int, *, override: str) -> CompiledPolicy:
         """This policy with another limit (same key, window, cost and shards as far as the
@@ -184,7 +222,8 @@ class CompiledPolicy:
     def rule_for(
         self, user_key: str | None, identity: str, previous: Previous | None = None
     ) -> CompiledPolicy | Exemption:
-        """Like :meth:`for_client`, but an exemption is an :class:`~.overrides.Exemption` naming the override (for tools that show which rule applied)."""
+        """Like :meth:`for_client`, but an exemption is an :class:`~.overrides.Exemption`
+        naming the override (for tools that show which rule applied)."""
         if self.overrides is None:
             return self
         return self.overrides.rule(self, user_key, identity, previous)
@@ -200,19 +239,9 @@ class CompiledPolicy:
         return endpoint_names(self.endpoint)
 
     @property
-    def rate(self) -> str:
+    def rate_display(self) -> str:
         """The rate as the admin and the command show it (:func:`describe_rate`)."""
-        return describe_rate(
-            self.limit,
-            self.window,
-            self.algorithm,
-            self.burst,
-            self.cost,
-            self.counts,
-            calendar=self.calendar,
-            time_zone=self.time_zone,
-            lockout=self.lockout,
-        )
+        return describe_rate(self)
 
     @property
     def shards(self) -> int:
@@ -232,3 +261,38 @@ class CompiledPolicy:
         """The shard one request counts in: uniformly at random (0 when unsharded)."""
         count = len(self.script_args)
         return random.randrange(count) if count > 1 else 0
+
+
+@dataclass(slots=True)
+class Check:
+    """One policy to apply to one identity (in one shard of a sharded policy). Read-only
+    by contract, not frozen: one is built per policy on every request, and a frozen
+    dataclass pays a call per field to be built."""
+
+    policy: CompiledPolicy
+    identity: str
+    shard: int = 0
+    #: The units this request spends, when its view sets them (``ratelimit_cost``);
+    #: ``None``: the policy's own cost.
+    cost: int | None = None
+
+    @property
+    def units(self) -> int:
+        """The units this request spends under its policy."""
+        return self.policy.cost if self.cost is None else self.cost
+
+    @property
+    def wire_args(self) -> bytes:
+        """This check's ARGV slots as bytes: the policy's, pre-encoded, for its own cost."""
+        cost, policy = self.cost, self.policy
+        if policy.calendar:  # this period's boundaries
+            _, _, wire_args, wire_head = policy.current_period()
+        else:
+            wire_args, wire_head = policy.wire_args, policy.wire_head
+        if cost is None or cost == policy.cost:
+            return wire_args[self.shard]
+        return wire_head[self.shard] + encoded_cost(cost)
+
+    @property
+    def key(self) -> str:
+        return self.policy.key_for(self.identity, self.shard)

@@ -2,27 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import ratelimits.engine.algorithms as algorithms
-from ratelimits.engine.policy.rules import SIGN_IN_FAILURES
+from ratelimits.engine.policy.rules import SIGN_IN_FAILURES, calendar_zone
 
 
-def describe_rate(
-    limit: int,
-    window: int,
-    algorithm: str,
-    burst: int | None = None,
-    cost: int = 1,
-    counts: str = "all",
-    *,
-    calendar: str = "",
-    time_zone: str = "",
-    lockout: int = 0,
-) -> str:
+class Rated(Protocol):
+    """What a rate is worded from: a :class:`~.spec.PolicySpec`, a compiled policy or a
+    ``Policy`` row."""
+
+    limit: int
+    window: int
+    algorithm: str
+    burst: int | None
+    cost: int
+    counts: str
+    calendar: str
+    time_zone: str
+    lockout: int
+
+
+def describe_rate(rated: Rated) -> str:
     """``"5 per 60 s"``, or for concurrency (units released) ``"2 at once, lease 60 s"``,
-    or for a calendar window ``"10,000 per calendar month (Europe/Berlin)"``; a token
-    bucket's burst, a cost other than 1, counts other than all and a lockout are added
-    (``"2 per 2 s, burst 4, cost 3"``, ``"5 per 60 s, failures only, then locked out 15
-    min"``)."""
+    or for a calendar window ``"10,000 per calendar month (Europe/Berlin)"`` (a blank zone:
+    ``settings.TIME_ZONE``); a token bucket's burst, a cost other than 1, counts other
+    than all and a lockout are added (``"2 per 2 s, burst 4, cost 3"``, ``"5 per 60 s,
+    failures only, then locked out 15 min"``)."""
+    limit, window, algorithm = rated.limit, rated.window, rated.algorithm
+    calendar, counts, lockout = rated.calendar or "", rated.counts or "all", rated.lockout or 0
+    burst, cost = rated.burst, rated.cost or 1
+    time_zone = calendar and calendar_zone(rated.time_zone)
     if algorithms.released(algorithm):
         text = f"{limit} at once, lease {window} s"
     elif calendar:

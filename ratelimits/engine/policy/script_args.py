@@ -1,18 +1,24 @@
-"""A policy's ARGV slots in ``lua/decide.lua``: per shard, six strings.
+"""A policy's ARGV slots in ``lua/decide.lua``: per shard, six strings (algorithm, the
+shard's share of the limit, the window slot (:func:`window_slot`), enforce, the shard's
+share of the burst, cost), and the same as the bytes a decide call carries (:func:`wire`).
 
-Algorithm, the shard's share of the limit, the window slot (:func:`window_slot`),
-enforce, the shard's share of the burst, cost.
+The bytes are made once per policy (and per calendar period), so a request only picks its
+shard's, and appends its own cost when it spends another (:func:`encoded_cost`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import ratelimits.engine.algorithms as algorithms
 from ratelimits.engine.policy.periods import boundaries, zone
+from ratelimits.engine.store.commands import bulk_strings
 
 #: Script arguments: per shard, the six ARGV slots of ``lua/decide.lua``.
 ScriptArgs = tuple[tuple[str, str, str, str, str, str], ...]
+#: Per shard, its ARGV slots as bytes (RESP bulk strings).
+WireArgs = tuple[bytes, ...]
 
 
 def window_slot(
@@ -63,3 +69,15 @@ def shard_limits(limit: int, shards: int) -> list[int]:
     """``limit`` split over ``shards`` as evenly as whole numbers allow (they sum to it)."""
     share, extra = divmod(limit, shards)
     return [share + (1 if i < extra else 0) for i in range(shards)]
+
+
+def wire(args: ScriptArgs) -> tuple[WireArgs, WireArgs]:
+    """``args`` as a decide call carries them, per shard: all six slots, and the five
+    before the cost (a request that spends another cost appends its own)."""
+    return tuple(map(bulk_strings, args)), tuple(bulk_strings(a[:5]) for a in args)
+
+
+@functools.lru_cache(maxsize=256)
+def encoded_cost(cost: int) -> bytes:
+    """The cost slot of a request that spends ``cost`` units, as a decide call carries it."""
+    return bulk_strings([str(cost)])
