@@ -49,6 +49,7 @@ MODULES = (
     "floods",
     "profile",
     "reloads",
+    "simulate",
 )
 
 

@@ -15,7 +15,7 @@ import redis
 from django.core.management.base import BaseCommand, CommandError
 
 from ratelimits.cli import output
-from ratelimits.engine import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools import policy_files
 from ratelimits.tools.simulate import LiveServer, Request, proposals, refuse_live, simulate
 from ratelimits.tools.simulate.formats import DEFAULT_FIELDS, FORMATS
@@ -198,9 +198,11 @@ def _policies(options: dict[str, Any]) -> list[CompiledPolicy]:
 
 
 def _proposed(options: dict[str, Any]) -> CompiledPolicy:
+    if options["limit"] is None and options["limits"]:  # the sweep gives the limits
+        options = {**options, "limit": options["limits"][0]}
     missing = [f"--{name}" for name in ("endpoint", "limit", "window") if options[name] is None]
     if missing:
-        raise CommandError(f"A proposed policy needs {', '.join(missing)}.")
+        raise CommandError(f"A proposed policy needs {', '.join(missing)} (or --limits).")
     cost = options["cost"]
     return proposals.proposed(
         endpoint=options["endpoint"],
