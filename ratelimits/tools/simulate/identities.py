@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 
-from ratelimits.engine import CompiledPolicy
 from ratelimits.engine.keys.exemptions import is_exempt_address
 from ratelimits.engine.keys.identity import (
     ANON,
@@ -20,6 +19,7 @@ from ratelimits.engine.keys.identity import (
     header_identity,
     ip_identity,
 )
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.http.proxies import client_ip
 from ratelimits.tools.simulate.formats import LogLine
 

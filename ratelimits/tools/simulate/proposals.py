@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 
 from ratelimits import validators
 from ratelimits.database import policy_source
-from ratelimits.engine import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools import policy_files
 
 

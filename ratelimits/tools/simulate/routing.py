@@ -10,7 +10,8 @@ from typing import Any
 
 from django.urls import Resolver404, resolve
 
-from ratelimits.engine import CompiledPolicy, PolicyTable
+from ratelimits.engine.policy.compiled import CompiledPolicy
+from ratelimits.engine.table.policy_table import PolicyTable
 from ratelimits.http.gate import scope_of
 from ratelimits.tools.endpoints.urlconf import (
     initkwargs,

@@ -8,7 +8,7 @@ from typing import Any
 
 import redis
 
-from ratelimits.engine import CompiledPolicy
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools.simulate.formats import FieldReader
 from ratelimits.tools.simulate.ordering import DEFAULT_TOLERANCE, merged
 from ratelimits.tools.simulate.problems import Problems

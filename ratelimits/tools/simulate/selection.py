@@ -14,10 +14,11 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ratelimits.engine import CompiledPolicy, PolicyTable
 from ratelimits.engine.algorithms import NAMES as ALGORITHM_NAMES
 from ratelimits.engine.algorithms import bursts, released
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.policy.script_args import shard_args
+from ratelimits.engine.table.policy_table import PolicyTable
 
 #: The algorithm every other one is compared with in ``--algorithms``: exact.
 EXACT = "sliding_log"
