@@ -193,19 +193,31 @@ def is_log(algorithm: str) -> bool:
     return algorithms.keeps_entries(algorithm)
 
 
+#: The bytes of a compact_log ring's header.
+_RING_HEADER = 25
+
+
 def ring_entries(blob: bytes | None) -> list[int]:
     """A compact_log ring's admission times, oldest first, one per admitted request (see
-    ``lua/compact_log.lua``: a 16-byte header, head and size as big-endian uint32 and a
-    base position, then 16-byte slots of a time and an end position, as doubles). Empty
-    for a missing or malformed value."""
-    if not blob or len(blob) < 32 or len(blob) % 16:
+    ``lua/compact_log.lua``: a 25-byte header, big-endian, of the slots' width, head and
+    size, base position and anchor time, then slots of a time and an end position:
+    narrow, 8 bytes, the time modulo 2^48 before the anchor; or wide, 16 bytes, as
+    doubles). Empty for a missing or malformed value."""
+    if not blob or len(blob) < _RING_HEADER:
         return []
-    head, size = struct.unpack_from(">II", blob)
-    capacity = (len(blob) - 16) // 16
-    if head >= capacity or size > capacity:
+    width, head, size, _, anchor = struct.unpack_from(">BIIdd", blob)
+    capacity, extra = divmod(len(blob) - _RING_HEADER, width) if width in (8, 16) else (0, 1)
+    if extra or head >= capacity or size > capacity:
         return []
-    slots = [int(t) for t, _ in struct.iter_unpack(">dd", blob[16:])]
-    return [slots[(head + k) % capacity] for k in range(size)]
+    times = []
+    for k in range(size):
+        offset = _RING_HEADER + width * ((head + k) % capacity)
+        if width == 8:  # a uint48, then the end (not needed here)
+            stored = int.from_bytes(blob[offset : offset + 6], "big")
+            times.append(int(anchor) - (int(anchor) - stored) % 2**48)
+        else:
+            times.append(int(struct.unpack_from(">d", blob, offset)[0]))
+    return times
 
 
 def iso(time_us: int) -> str:

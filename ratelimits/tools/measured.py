@@ -22,7 +22,8 @@ class Measured:
     allocator: str
     #: (entries, bytes) for a sliding_log key (one entry per admitted request).
     sliding_log: tuple[tuple[int, int], ...]
-    #: (entries, bytes) for a compact_log key (one entry per admitted request).
+    #: (entries, bytes) for a compact_log key (one entry per admitted request; narrow
+    #: slots, its ring holding under 65,536 units).
     compact_log: tuple[tuple[int, int], ...]
     #: (leases, bytes) for a concurrency key with that many requests in progress: the
     #: running total is one more entry, so the skiplist starts at 128 leases.
@@ -61,17 +62,17 @@ REDIS_7 = Measured(
         (10000, 1056096),
     ),
     compact_log=(
-        (1, 136),
-        (5, 200),
-        (10, 280),
-        (50, 984),
-        (100, 1880),
-        (200, 3672),
-        (500, 8280),
-        (1000, 16472),
-        (2000, 32856),
-        (5000, 82008),
-        (10000, 163928),
+        (1, 120),
+        (5, 152),
+        (10, 184),
+        (50, 520),
+        (100, 968),
+        (200, 1864),
+        (500, 4168),
+        (1000, 8264),
+        (2000, 16456),
+        (5000, 41032),
+        (10000, 81992),
     ),
     concurrency=(
         (1, 136),
@@ -112,17 +113,17 @@ REDIS_6 = Measured(
         (10000, 1090552),
     ),
     compact_log=(
-        (1, 114),
-        (5, 184),
-        (10, 280),
-        (50, 904),
-        (100, 1704),
-        (200, 3320),
-        (500, 8104),
-        (1000, 16104),
-        (2000, 32104),
-        (5000, 80120),
-        (10000, 160120),
+        (1, 115),
+        (5, 152),
+        (10, 200),
+        (50, 520),
+        (100, 920),
+        (200, 1720),
+        (500, 4120),
+        (1000, 8120),
+        (2000, 16120),
+        (5000, 40120),
+        (10000, 80120),
     ),
     concurrency=(
         (1, 127),
@@ -165,16 +166,16 @@ VALKEY_9 = Measured(
     ),
     compact_log=(
         (1, 88),
-        (5, 176),
-        (10, 256),
-        (50, 896),
-        (100, 1696),
-        (200, 3296),
-        (500, 8112),
-        (1000, 16096),
-        (2000, 32096),
-        (5000, 80112),
-        (10000, 163896),
+        (5, 120),
+        (10, 208),
+        (50, 512),
+        (100, 912),
+        (200, 1712),
+        (500, 4112),
+        (1000, 8112),
+        (2000, 16112),
+        (5000, 40128),
+        (10000, 80112),
     ),
     concurrency=(
         (1, 128),

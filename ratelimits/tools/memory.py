@@ -10,10 +10,12 @@ limit, every request of cost 1. A ``sliding_log`` keeps one sorted-set entry per
 admitted request in the window, whatever its cost: up to 128 entries the server packs
 them in a listpack (about 20 B each); from 129 it switches to a skiplist and a hash
 table (about 94 B each on Redis 7, 104 B on Redis 6.2, 78 B on Valkey 9). A
-``compact_log`` keeps 16 bytes per admitted request in one string (time and position),
-its ring grown by doubling up to the limit (about 16.5 KB at limit 1000). A request of
-cost n is one entry in both, so these are the figures at limit n requests of cost 1:
-heavier requests cost less. The two counters keep a small hash whatever the limit. A
+``compact_log`` keeps 8 bytes per admitted request in one string (time and position,
+modulo 2^48 and 2^16; 16 while a client holds 65,536 units or more), in a ring of
+exactly its entries up to 4 KB, then a quarter over them up to the limit (about 8.3 KB
+at limit 1000). A request of cost n is one entry in both, so these are the figures at
+limit n requests of cost 1: heavier requests cost less. The two counters keep a small
+hash whatever the limit. A
 ``concurrency`` key is a sorted set of leases, one entry per request in progress, beside
 its running total (one more entry): a client with ``limit`` requests in progress costs
 about what a log of ``limit`` entries does (measured apart, in :mod:`~.measured`).
@@ -126,8 +128,8 @@ WORK: dict[str, tuple[str, str]] = {
     ),
     "compact_log": (
         "O(log n)",
-        "about 2 x log2(n) reads of 16 bytes and 2 small writes; growing the ring copies "
-        "it, once per doubling",
+        "about 2 x log2(n) reads of 8 bytes and 2 small writes; growing or shrinking the "
+        "ring copies it, at most once per quarter of its entries admitted",
     ),
     "concurrency": (
         "O(log n)",

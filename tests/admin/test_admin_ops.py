@@ -330,8 +330,8 @@ def test_live_usage_says_so_when_redis_is_down(admin_client, redis_server):
     [
         ("sliding_log", 100, "1.9 KB", False),
         ("sliding_log", 500, "47.6 KB", True),
-        ("compact_log", 500, "8.3 KB", False),
-        ("compact_log", 5000, "82.0 KB", True),
+        ("compact_log", 500, "4.2 KB", False),
+        ("compact_log", 5000, "41.0 KB", True),
         ("sliding_counter", 1000, "104 B", False),
         ("fixed_window", 5, "104 B", False),
     ],
@@ -342,7 +342,7 @@ def test_change_form_shows_memory_per_client(admin_client, algorithm, limit, siz
     assert f"About <strong>{size}</strong> of Redis memory per active client" in html
     assert ("sliding_counter (about 104 B" in html) is warns
     # A large sliding_log is pointed at the exact compact_log first.
-    assert ("consider compact_log (exact too, about 8.3 KB)" in html) is (
+    assert ("consider compact_log (exact too, about 4.2 KB)" in html) is (
         algorithm == "sliding_log" and warns
     )
     assert "ratelimits/policy_form.js" in html
@@ -371,8 +371,8 @@ def test_change_form_shows_redis_work_per_request(admin_client, algorithm, limit
 def test_memory_estimate_follows_the_measured_points():
     assert memory.bytes_per_client("sliding_log", 100) == 1864
     assert memory.bytes_per_client("sliding_log", 1000) == 94336
-    assert memory.bytes_per_client("compact_log", 1000) == 16472
-    assert memory.bytes_per_client("compact_log", 150) == 2776  # between 100 and 200
+    assert memory.bytes_per_client("compact_log", 1000) == 8264
+    assert memory.bytes_per_client("compact_log", 150) == 1416  # between 100 and 200
     assert 2632 < memory.bytes_per_client("sliding_log", 129) <= 14944
     assert memory.bytes_per_client("sliding_log", 1000, memory.VALKEY_9) == 78440
     assert memory.bytes_per_client("sliding_log", 20000) > memory.bytes_per_client(
