@@ -11,6 +11,10 @@
   algorithm, against the ``limits`` library's moving-window ``hit()`` on the same server
   in the same run, both at 1,000 clients under their limit. And the fixed cost of a call
   with no keys (the call itself, reading the Redis clock and the reply).
+- **The traffic record, on and off** (A/B): the same two figures for 1 ``sliding_counter``
+  policy with ``RATELIMITS["TRAFFIC"]`` on and off, in alternate rounds. The record adds no
+  Redis command to a request, so the Redis CPU per decision should not move; the Python
+  added is the in-memory count of the levels a request crosses.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "
 CPU_BOUNDS = {"sliding_log": 1.0, "compact_log": 0.9, "sliding_counter": 0.6, "fixed_window": 0.6}
 BEYOND_BOUND_US = 25.0
 FIXED_COST_BOUND_US = 2.0
+#: The traffic record: Redis CPU per decision with it on, at most this times off ...
+TRAFFIC_CPU_BOUND = 1.10
+#: ... and the Python it adds to a request, at most this many µs.
+TRAFFIC_PYTHON_BOUND_US = 3.0
 CLIENTS = 1000
 LIMIT = 1_000_000
 
@@ -213,6 +221,33 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
     return found, theirs, fixed
 
 
+def traffic_ab(ctx: Context) -> dict[bool, tuple[float, float]]:
+    """``{on: (Python beyond the round trip µs, Redis µs per decision)}`` with the traffic
+    record on and off, one policy, the two settings in alternate rounds."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    policy = CompiledPolicy.build(
+        name="cpu-traffic", endpoint="x", algorithm="sliding_counter", limit=1000, window=3600
+    )
+    checks = [[Check(policy, f"ip:{_address(n)}")] for n in range(CLIENTS)]
+    rounds: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for _ in range(2):
+        for on in (True, False):
+            ratelimits = {**getattr(settings, "RATELIMITS", {}), "TRAFFIC": on}
+            with override_settings(RATELIMITS=ratelimits):
+                ours, inside, _ = beyond_round_trip(ctx, 1)
+                limiter.decide(checks[0])
+                cpu = cpu_per_call(
+                    ctx, DECIDE_COMMANDS, lambda i: limiter.decide(checks[i % CLIENTS])
+                )
+            rounds[on].append((ours - inside, cpu))
+    return {
+        on: (median([r[0] for r in found]), median([r[1] for r in found]))
+        for on, found in rounds.items()
+    }
+
+
 def _bound_text(bound: float | None) -> str:
     return "" if bound is None else f"<= {bound}x"
 
@@ -262,6 +297,29 @@ def run(ctx: Context) -> Section:
             fixed <= FIXED_COST_BOUND_US,
         )
     )
+    traffic = traffic_ab(ctx)
+    (python_on, cpu_on), (python_off, cpu_off) = traffic[True], traffic[False]
+    traffic_rows = [
+        ["on", f"{python_on:.1f}", f"{cpu_on:.2f}"],
+        ["off", f"{python_off:.1f}", f"{cpu_off:.2f}"],
+        ["on - off", f"{python_on - python_off:+.1f}", f"{cpu_on / cpu_off:.2f}x"],
+    ]
+    targets.append(
+        Target(
+            "The traffic record: Redis CPU per decision, on vs off",
+            f"{cpu_on / cpu_off:.2f}x ({cpu_on:.2f} µs vs {cpu_off:.2f} µs)",
+            f"<= {TRAFFIC_CPU_BOUND}x",
+            cpu_on / cpu_off <= TRAFFIC_CPU_BOUND,
+        )
+    )
+    targets.append(
+        Target(
+            "The traffic record: Python it adds to a request",
+            f"{python_on - python_off:+.1f} µs ({python_on:.1f} vs {python_off:.1f})",
+            f"<= {TRAFFIC_PYTHON_BOUND_US:.0f} µs",
+            python_on - python_off <= TRAFFIC_PYTHON_BOUND_US,
+        )
+    )
     mode = caller.for_pool(connection.get_client().connection_pool).mode  # type: ignore[union-attr]
     ran_as = "Function (`FCALL`)" if mode == commands.FUNCTION else "script (`EVALSHA`)"
     body = "\n\n".join(
@@ -279,6 +337,10 @@ def run(ctx: Context) -> Section:
             ),
             markdown_table(
                 ["decision", "Redis µs per call", "vs limits moving window", "target"], cpu_rows
+            ),
+            markdown_table(
+                ["traffic record", "Python beyond the round trip (µs)", "Redis µs per decision"],
+                traffic_rows,
             ),
             "\n".join(
                 [

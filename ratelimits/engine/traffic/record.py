@@ -62,7 +62,7 @@ _Entry = tuple[int, str, str]  # (hour, policy, field)
 
 _lock = threading.Lock()  # guards the buffer
 _flush_lock = threading.Lock()  # one flush at a time
-_buffer: Counter[_Entry] = Counter()
+_buffer: dict[_Entry, int] = {}
 _generation = 0  # bumped by reset(): a flush in flight must not refill a reset buffer
 #: ``RATELIMITS["TRAFFIC"]`` as read: ``None`` until read (again after a change).
 _enabled: bool | None = None
@@ -82,23 +82,22 @@ def tally(checks: Sequence[Check], verdict: Verdict, *, now: float | None = None
         return
     hour = int((time.time() if now is None else now) // 3600)
     admitted = verdict.allowed
-    found: list[_Entry] = []
-    for index, decision in enumerate(verdict.decisions):
-        check = checks[index]
-        policy = check.policy
-        if not policy.traffic or decision.failed:
-            continue
-        name = policy.name
-        found.append((hour, name, REQUESTS))
-        if not decision.allowed:
-            found.append((hour, name, DENIED))
-        elif admitted and not decision.cached:
-            for level in crossed(decision.count, check.units):
-                found.append((hour, name, str(level)))
-    if found:
-        with _lock:
-            for entry in found:
-                _buffer[entry] += 1
+    with _lock:
+        buffer = _buffer
+        for index, decision in enumerate(verdict.decisions):
+            check = checks[index]
+            policy = check.policy
+            if not policy.traffic or decision.failed:
+                continue
+            key = (hour, policy.name, REQUESTS)
+            buffer[key] = buffer.get(key, 0) + 1
+            if not decision.allowed:
+                key = (hour, policy.name, DENIED)
+                buffer[key] = buffer.get(key, 0) + 1
+            elif admitted and not decision.cached:
+                for level in crossed(decision.count, check.units):
+                    key = (hour, policy.name, str(level))
+                    buffer[key] = buffer.get(key, 0) + 1
 
 
 def pending() -> dict[_Entry, int]:
@@ -174,7 +173,8 @@ def _put_back(batch: Counter[_Entry], generation: int, now: float) -> None:
     with _lock:
         if generation != _generation:
             return  # reset() ran meanwhile
-        _buffer.update(batch)
+        for entry, n in batch.items():
+            _buffer[entry] = _buffer.get(entry, 0) + n
         _drop_old(now)
 
 
