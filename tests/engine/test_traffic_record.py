@@ -14,7 +14,6 @@ from django.test import override_settings
 from ratelimits.engine import limiter
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.engine.reporting import stats
 from ratelimits.engine.traffic import levels, reading, record
 from ratelimits.testutils import free_port
 from tests.helpers import caches_at, commands_sent, decide_calls, policy, ratelimits_settings
