@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 from ratelimits.testutils import RedisServer, find_redis_server, find_valkey_server
-from ratelimits.tools.servers import server_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,8 +36,7 @@ def main() -> int:
     if not os.environ.get("REDIS_URL"):
         embedded = RedisServer(binary=embedded_binary()).start()
         os.environ["REDIS_URL"] = embedded.url
-        server = server_name(embedded.client().info("server"))
-        print(f"Embedded {server} ({embedded.binary}) on {embedded.url}")
+        print(f"Embedded {embedded.server_name()} ({embedded.binary}) on {embedded.url}")
     else:
         print(f"Using REDIS_URL={os.environ['REDIS_URL']}")
     address = os.environ.get("DEMO_ADDRESS", "127.0.0.1:8000")

@@ -1,3 +1,9 @@
+"""Internal, not part of the public API (see docs/api.md).
+
+The app's configuration: its ``ready()`` is the composition root that wires the
+database, the engine, the checks and Prometheus together.
+"""
+
 from importlib.util import find_spec
 
 from django.apps import AppConfig

@@ -1,4 +1,6 @@
-"""The choices of the policy model's fields."""
+"""Internal, not part of the public API (see docs/api.md).
+
+The choices of the policy model's fields."""
 
 from __future__ import annotations
 

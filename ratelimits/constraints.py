@@ -1,4 +1,6 @@
-"""The database constraints of the policy models: what a row must hold whichever way it
+"""Internal, not part of the public API (see docs/api.md).
+
+The database constraints of the policy models: what a row must hold whichever way it
 is written (the admin, the ORM, an import, SQL)."""
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from asgiref.sync import iscoroutinefunction
 
 from ratelimits.http import afterwards, gate, pipeline
 
+__all__ = ["ratelimit"]
+
 View = TypeVar("View", bound=Callable[..., Any])
 
 

@@ -1,5 +1,7 @@
 """The app's own exceptions."""
 
+__all__ = ["ConfigurationError", "MissingExtra", "RateLimitsError", "RedisUnavailable", "Throttled"]
+
 
 class RateLimitsError(Exception):
     """Base class of the errors ratelimits raises."""

@@ -1,4 +1,6 @@
-"""The words the admin shows under each field of the policy models."""
+"""Internal, not part of the public API (see docs/api.md).
+
+The words the admin shows under each field of the policy models."""
 
 from __future__ import annotations
 

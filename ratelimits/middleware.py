@@ -16,6 +16,8 @@ from django.http import HttpRequest, HttpResponse
 from ratelimits.engine.decision import Verdict
 from ratelimits.http import afterwards, gate, headers, pipeline, responses, sign_in
 
+__all__ = ["RateLimitHeadersMiddleware", "RateLimitMiddleware"]
+
 #: The status of a response that says "too many requests".
 THROTTLED = 429
 

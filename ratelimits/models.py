@@ -24,6 +24,8 @@ from ratelimits.querysets import AnnouncingQuerySet
 
 __all__ = ["Policy", "PolicyOverride"]
 
+__all__ = ["Policy", "PolicyOverride"]
+
 
 class Policy(models.Model):
     """A rate limit on the requests that match ``endpoint`` (and ``methods``)."""

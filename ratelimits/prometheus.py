@@ -43,6 +43,8 @@ from django.views.decorators.http import require_safe
 from ratelimits.conf import app_settings
 from ratelimits.exceptions import ConfigurationError, MissingExtra
 
+__all__ = ["metrics_view"]
+
 try:
     from prometheus_client import (
         CONTENT_TYPE_LATEST,

@@ -1,4 +1,6 @@
-"""The policy models' querysets: bulk writes are heard as saves are.
+"""Internal, not part of the public API (see docs/api.md).
+
+The policy models' querysets: bulk writes are heard as saves are.
 
 :data:`rows_written` is sent after a bulk write that changed rows; the database side
 (:mod:`ratelimits.database.receivers`) announces it as it does a save or a delete.

@@ -15,6 +15,8 @@ from django.dispatch import Signal
 
 from ratelimits.engine.decision import Decision, Verdict
 
+__all__ = ["policy_changed", "request_near_limit", "request_throttled"]
+
 logger = logging.getLogger("ratelimits")
 
 #: Sent after a committed change to the policy table (no arguments besides ``sender``).

@@ -16,6 +16,8 @@ from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.table.current import get_table
 from ratelimits.http import afterwards, facts, pipeline
 
+__all__ = ["PolicyThrottle"]
+
 
 class PolicyThrottle(BaseThrottle):
     """Rate-limits a DRF view by the ``Policy`` rows that match it.

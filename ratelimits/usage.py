@@ -35,6 +35,8 @@ from ratelimits.exceptions import RedisUnavailable
 from ratelimits.http.usage import usage_of
 from ratelimits.throttling import PolicyThrottle
 
+__all__ = ["UsageView", "usage_response"]
+
 #: The status when Redis cannot answer: the numbers are unknown, never guessed.
 UNAVAILABLE = 503
 

@@ -1,4 +1,6 @@
-"""Validation rules for policy fields, shared by the model, its constraints and the admin."""
+"""Internal, not part of the public API (see docs/api.md).
+
+Validation rules for policy fields, shared by the model, its constraints and the admin."""
 
 from __future__ import annotations
 

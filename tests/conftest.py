@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ratelimits.testutils import RedisClusterServers, RedisServer, reset_state
-from ratelimits.tools.servers import server_name
 from tests.helpers.redis_setup import ratelimits_settings
 from tests.postgres import PostgresServer
 
@@ -54,7 +53,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     if _server is None:
         return ["redis-server: not started"]
-    server = server_name(_server.client().info("server"))
+    server = _server.server_name()
     database = _postgres.version() if _postgres is not None else "SQLite (a file)"
     return [
         f"{_stack()}, {server}",

@@ -1,4 +1,6 @@
-"""Django system checks for a misconfigured ratelimits (``manage.py check``).
+"""Internal, not part of the public API (see docs/api.md).
+
+Django system checks for a misconfigured ratelimits (``manage.py check``).
 
 One module per concern: :mod:`~ratelimits.checks.settings` (the ``RATELIMITS`` setting),
 :mod:`~ratelimits.checks.addresses` (trusted proxies),

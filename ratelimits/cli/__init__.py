@@ -1,4 +1,6 @@
-"""The pieces of ``manage.py ratelimits``: one module per subcommand (``policies``,
+"""Internal, not part of the public API (see docs/api.md).
+
+The pieces of ``manage.py ratelimits``: one module per subcommand (``policies``,
 ``export`` and ``import`` share one), and what they share: :mod:`~.records` (``--json``),
 :mod:`~.output` (tables), :mod:`~.common` (arguments), :mod:`~.identities`, :mod:`~.prompt`.
 

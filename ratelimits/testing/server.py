@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from ratelimits.testing.binaries import find_redis_server
 from ratelimits.testing.ports import free_port
 from ratelimits.testing.processes import ServerProcess
+from ratelimits.tools.servers import server_name
 
 
 class RedisServer(ServerProcess):
@@ -14,7 +15,7 @@ class RedisServer(ServerProcess):
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. :meth:`restart`
     brings it back empty on the same port; :meth:`kill` stops it without cleanup, as a
-    crash would.
+    crash would; :meth:`server_name` says which server and version it is.
     """
 
     def __init__(
@@ -57,6 +58,11 @@ class RedisServer(ServerProcess):
         ]
         self._run(command, timeout)
         return self
+
+    def server_name(self) -> str:
+        """What the running server is, truthfully: ``"valkey-server 9.1.2"``,
+        ``"redis-server 7.0.15"`` (Valkey reports a Redis version besides its own)."""
+        return server_name(self.client().info("server"))
 
     def _ready(self) -> bool:
         return bool(self.client().ping())

@@ -21,8 +21,9 @@ import ratelimits.contrib.django_ratelimit.rates as rates
 from ratelimits import signals
 from ratelimits.contrib.django_ratelimit.identities import identity_of
 from ratelimits.contrib.django_ratelimit.spec import Spec
-from ratelimits.engine import CompiledPolicy, Decision, Verdict
 from ratelimits.engine import global_mode as mode
+from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.http import afterwards, facts, responses
 from ratelimits.http.headers import attach_decisions, decisions_of
 

@@ -21,8 +21,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from ratelimits.contrib.django_ratelimit.keys import CODE_KEY, key_value
-from ratelimits.engine import CompiledPolicy
 from ratelimits.engine.keys.identity import digest
+from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.http.facts import request_identity
 from ratelimits.http.proxies import client_ip
 
