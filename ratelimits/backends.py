@@ -25,8 +25,8 @@ from django.contrib.auth.signals import user_login_failed
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 
+from ratelimits.engine.decision import Verdict
 from ratelimits.http import sign_in
-from ratelimits.signals import asend_request_throttled, send_request_throttled
 
 __all__ = ["RateLimitBackend"]
 
@@ -42,19 +42,18 @@ class RateLimitBackend:
     picks the backend after it."""
 
     def authenticate(self, request: Any, **credentials: Any) -> None:
-        verdict = sign_in.attempt(request, credentials)
-        if verdict is not None and not verdict.allowed:
-            send_request_throttled(RateLimitBackend, request, verdict)
-            raise PermissionDenied("Too many failed sign-ins; try again later.")
-        return None
+        _refuse_if_denied(sign_in.attempt(RateLimitBackend, request, credentials))
 
     async def aauthenticate(self, request: Any, **credentials: Any) -> None:
         """:meth:`authenticate` for ``aauthenticate()``, on the running loop."""
-        verdict = await sign_in.aattempt(request, credentials)
-        if verdict is not None and not verdict.allowed:
-            await asend_request_throttled(RateLimitBackend, request, verdict)
-            raise PermissionDenied("Too many failed sign-ins; try again later.")
-        return None
+        _refuse_if_denied(await sign_in.aattempt(RateLimitBackend, request, credentials))
+
+
+def _refuse_if_denied(verdict: Verdict | None) -> None:
+    """Stop ``authenticate()`` when a sign-in policy denied the attempt (the pipeline has
+    sent ``request_throttled``)."""
+    if verdict is not None and not verdict.allowed:
+        raise PermissionDenied("Too many failed sign-ins; try again later.")
 
 
 @receiver(user_login_failed, dispatch_uid="ratelimits.backends.sign_in_failed")

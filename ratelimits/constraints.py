@@ -11,6 +11,7 @@ from django.db.models import F, Q
 from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
 from ratelimits.engine import algorithms
+from ratelimits.engine.keys import kinds
 from ratelimits.engine.policy import override_identity, rules
 
 
@@ -50,7 +51,7 @@ POLICY_CONSTRAINTS = [
         name="ratelimits_policy_window_range",
     ),
     models.CheckConstraint(
-        condition=Q(key__regex=validators.KEY_PATTERN), name="ratelimits_policy_key_valid"
+        condition=Q(key__regex=kinds.KEY_PATTERN), name="ratelimits_policy_key_valid"
     ),
     models.CheckConstraint(condition=Q(mode__in=Mode.values), name="ratelimits_policy_mode_valid"),
     models.CheckConstraint(
@@ -88,15 +89,15 @@ POLICY_CONSTRAINTS = [
         name="ratelimits_policy_lockout_valid",
     ),
     models.CheckConstraint(
-        condition=Q(lockout=0) | ~Q(key=rules.GLOBAL_KEY),
+        condition=Q(lockout=0) | ~Q(key__in=kinds.SHARED_KEYS),
         name="ratelimits_policy_no_global_lockout",
     ),
     models.CheckConstraint(
-        condition=~Q(key=rules.USERNAME_KEY) | Q(counts=Counts.SIGN_IN_FAILURES),
+        condition=~Q(key__regex=kinds.SIGN_IN_ONLY_KEYS) | Q(counts=Counts.SIGN_IN_FAILURES),
         name="ratelimits_policy_username_sign_in",
     ),
     models.CheckConstraint(
-        condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key__in=(rules.USER_KEY, rules.ANON_KEY)),
+        condition=~Q(counts=Counts.SIGN_IN_FAILURES) | ~Q(key__regex=kinds.NOT_FOR_SIGN_IN_KEYS),
         name="ratelimits_policy_sign_in_key",
     ),
     models.CheckConstraint(

@@ -38,10 +38,12 @@ POLICY_HELP: dict[str, str] = {
     ),
     "key": (
         "Who is counted: user, ip, user_or_ip, anon (requests without a user, by address; "
-        "signed-in users are not counted), global, header:NAME (header:X-Api-Key), or "
-        "username (the username a sign-in attempts; failed sign-ins only). A client "
-        "can send any header value it likes: a header key counts per value only "
-        "behind a gateway that sets the header itself."
+        "signed-in users are not counted), global, header:NAME (header:X-Api-Key), "
+        "session (the browser session, by address without one), or username (the "
+        "username a sign-in attempts; failed sign-ins only); or two of them joined by + "
+        "for one counter per pair (username+ip). A client can send any header value it "
+        "likes: a header key counts per value only behind a gateway that sets the header "
+        "itself."
     ),
     "ipv6_prefix": (
         "IPv6 clients are counted per network of this prefix length (48: one counter "

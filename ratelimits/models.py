@@ -15,14 +15,13 @@ from ratelimits import validators
 from ratelimits.choices import Algorithm, Calendar, Counts, Mode
 from ratelimits.constraints import OVERRIDE_CONSTRAINTS, POLICY_CONSTRAINTS
 from ratelimits.engine import algorithms
+from ratelimits.engine.keys import kinds
 from ratelimits.engine.policy import override_identity, rules
 from ratelimits.engine.policy.describe import describe_rate
 from ratelimits.engine.policy.periods import NOMINAL_WINDOW
 from ratelimits.engine.policy.spec import PolicySpec
 from ratelimits.help_texts import OVERRIDE_HELP, POLICY_HELP
 from ratelimits.querysets import AnnouncingQuerySet
-
-__all__ = ["Policy", "PolicyOverride"]
 
 __all__ = ["Policy", "PolicyOverride"]
 
@@ -74,7 +73,7 @@ class Policy(models.Model):
     key = models.CharField(
         max_length=80,
         default="user_or_ip",
-        validators=[validators.validate_key],
+        validators=[kinds.validate_key],
         help_text=POLICY_HELP["key"],
     )
     ipv6_prefix = models.PositiveSmallIntegerField(
@@ -110,9 +109,7 @@ class Policy(models.Model):
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.ENFORCE)
     fail_open = models.BooleanField(default=True, help_text=POLICY_HELP["fail_open"])
-    traffic = models.BooleanField(
-        "record traffic", default=True, help_text=POLICY_HELP["traffic"]
-    )
+    traffic = models.BooleanField("record traffic", default=True, help_text=POLICY_HELP["traffic"])
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -81,16 +81,6 @@ async def asend(sender: object, request: Any, sent: list[Announcement]) -> None:
         _log_failures(results, announcement.name)
 
 
-def send_request_throttled(sender: object, request: Any, verdict: Verdict) -> None:
-    """Send :data:`request_throttled` for a request ``verdict`` denies (see :func:`send`)."""
-    send(sender, request, [_throttled(verdict)])
-
-
-async def asend_request_throttled(sender: object, request: Any, verdict: Verdict) -> None:
-    """:func:`send_request_throttled` from a coroutine (see :func:`asend`)."""
-    await asend(sender, request, [_throttled(verdict)])
-
-
 def _throttled(verdict: Verdict) -> Announcement:
     return Announcement(request_throttled, "request_throttled", _about(verdict))
 

@@ -44,7 +44,7 @@ class PolicyThrottle(BaseThrottle):
             self.verdict = None
             return True
         identity_of = (
-            facts.policy_identity  # the default: lets checks_for read the address once
+            None  # the default: each policy's key kind, the request's facts read once
             if type(self).get_identity is PolicyThrottle.get_identity
             else self.get_identity
         )

@@ -21,13 +21,11 @@ MAX_LOCKOUT = MAX_WINDOW
 #: The shortest and longest IPv6 prefix a policy may count clients by (``Policy.ipv6_prefix``).
 MIN_IPV6_PREFIX = 16
 MAX_IPV6_PREFIX = 128
-KEY_KINDS = ("user", "ip", "user_or_ip", "anon", "global", "username")
 HEADER_PREFIX = "header:"
 
 # RFC 9110 field-name: a token. Patterns end in \Z, not $, which would accept a final newline;
 # they are used both in Python and in the database constraints.
 HEADER_NAME_PATTERN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}"
-KEY_PATTERN = rf"^({'|'.join(KEY_KINDS)}|header:{HEADER_NAME_PATTERN})\Z"
 METHOD_ALTERNATIVES = "|".join(HTTP_METHODS)
 METHODS_PATTERN = rf"^(({METHOD_ALTERNATIVES})(,({METHOD_ALTERNATIVES}))*)?\Z"
 #: Whitespace as Python's ``\s`` knows it, spelled out: the constraint must refuse what the
@@ -36,7 +34,6 @@ WHITESPACE = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u2
 ENDPOINT_PATTERN = "^[^" + WHITESPACE + "]+" + r"\Z"
 NAME_PATTERN = r"^[-a-zA-Z0-9_]+\Z"
 
-_KEY_RE = re.compile(KEY_PATTERN)
 _HEADER_RE = re.compile(rf"^{HEADER_NAME_PATTERN}\Z")
 
 
@@ -59,23 +56,16 @@ def validate_methods(value: str) -> None:
     normalize_methods(value)
 
 
-def validate_key(value: str) -> None:
-    """A client key: ``user``, ``ip``, ``user_or_ip``, ``anon``, ``global``, ``username``
-    or ``header:<Name>``."""
-    if _KEY_RE.match(value or ""):
-        return
-    if (value or "").startswith(HEADER_PREFIX):
-        raise ValidationError(
-            "%(name)r is not a valid HTTP header name: use 1 to 64 letters, digits or "
-            "!#$%%&'*+.^_`|~- (for example header:X-Api-Key).",
-            code="invalid_header_name",
-            params={"name": value[len(HEADER_PREFIX) :]},
-        )
-    raise ValidationError(
-        "%(value)r is not a client key. Use user, ip, user_or_ip, anon, global, username "
-        "or header:<Name>.",
-        code="invalid_key",
-        params={"value": value},
+def header_name_problem(key: str) -> ValidationError | None:
+    """Why a ``header:<Name>`` key's name is no HTTP header name; ``None`` for a good one or
+    a key that names no header."""
+    if not key.startswith(HEADER_PREFIX) or _HEADER_RE.match(key[len(HEADER_PREFIX) :]):
+        return None
+    return ValidationError(
+        "%(name)r is not a valid HTTP header name: use 1 to 64 letters, digits or "
+        "!#$%%&'*+.^_`|~- (for example header:X-Api-Key).",
+        code="invalid_header_name",
+        params={"name": key[len(HEADER_PREFIX) :]},
     )
 
 

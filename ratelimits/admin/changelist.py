@@ -12,36 +12,34 @@ from django.http import HttpRequest
 from django.templatetags.static import static
 from django.utils.html import format_html
 
+from ratelimits.engine.keys.kinds import KEY_KINDS, PAIR
 from ratelimits.engine.store import connection
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
 from ratelimits.tools.endpoints import EndpointIndex
 from ratelimits.tools.stats_reading import denied_since
+from ratelimits.validators import HEADER_PREFIX
 
 DENIED_WINDOW_MINUTES = 5
+#: The key filter's choice for policies keyed by a pair of kinds (``username+ip``).
+PAIRS = "pair"
 
 
 class KeyKindFilter(admin.SimpleListFilter):
-    """Who a policy counts: user, ip, user_or_ip, anon, global, username, or any header."""
+    """Who a policy counts: each kind of the key-kind registry, or a pair of them."""
 
     title = "key"
     parameter_name = "key_kind"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [
-            ("user", "user"),
-            ("ip", "ip"),
-            ("user_or_ip", "user or ip"),
-            ("anon", "anonymous, by ip"),
-            ("global", "global"),
-            ("username", "attempted username"),
-            ("header", "a header"),
-        ]
+        return [(kind.name, kind.label) for kind in KEY_KINDS.values()] + [(PAIRS, "a pair")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Policy]) -> QuerySet[Policy]:
         value = self.value()
         if value == "header":
-            return queryset.filter(key__startswith="header:")
+            return queryset.filter(key__startswith=HEADER_PREFIX)
+        if value == PAIRS:
+            return queryset.filter(key__contains=PAIR).exclude(key__startswith=HEADER_PREFIX)
         if value:
             return queryset.filter(key=value)
         return queryset

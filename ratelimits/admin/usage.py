@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from ratelimits.engine import algorithms
-from ratelimits.engine.keys.identity import is_hashed
+from ratelimits.engine.keys.kinds import is_hashed
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError

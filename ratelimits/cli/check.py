@@ -13,7 +13,7 @@ from django.urls import Resolver404, resolve
 from ratelimits.cli import output, records
 from ratelimits.engine import global_mode as mode
 from ratelimits.engine import limiter
-from ratelimits.engine.keys.identity import ANON, UNKNOWN_IP, meta_key
+from ratelimits.engine.keys.identity import UNKNOWN_IP, meta_key
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.policy.overrides import Exemption
 from ratelimits.engine.store import connection
@@ -69,7 +69,7 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
             rule = policy.rule_for(
                 user_key,
                 who,
-                lambda p=policy: facts.previous_identities(p.key_kind, request, p.header_meta_key),
+                lambda p=policy: facts.previous_identities(request, p),
             )
             if isinstance(rule, Exemption):
                 exempt.append((policy, who, rule.override))
@@ -123,7 +123,7 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
 
 def _uncounted(policy: CompiledPolicy) -> str:
     """Why ``policy`` gives the request no identity: it has a user, or it has none."""
-    if policy.key_kind == ANON:
+    if policy.kind.name == "anon":
         return "does not count signed-in users (leave out --user)"
     return "does not count anonymous requests (give --user)"
 

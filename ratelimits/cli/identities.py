@@ -7,12 +7,12 @@ from collections.abc import Iterable
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 
-from ratelimits.engine.keys import identity
+from ratelimits.engine.keys import kinds
 
 
 def identity_label(tag: str, usernames: dict[str, str]) -> str:
     """``u:42 (alice)``, ``h:… (hashed)``, or the identity as it is."""
-    if identity.is_hashed(tag):
+    if kinds.is_hashed(tag):
         return f"{tag} (hashed)"
     if tag in usernames:
         return f"{tag} ({usernames[tag]})"

@@ -11,7 +11,7 @@ from ratelimits.cli.common import find_policy, parse_identity, previous_identiti
 from ratelimits.cli.identities import identity_label, usernames_of
 from ratelimits.conf import app_settings
 from ratelimits.engine import algorithms
-from ratelimits.engine.keys import identity
+from ratelimits.engine.keys import kinds
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
@@ -43,7 +43,7 @@ def run_inspect(command: BaseCommand, options: dict[str, Any]) -> None:
         write(f"override   {rule.label}: not counted")
     elif rule is not None and rule.policy is not None and rule.override:
         write(f"override   {rule.override}: {rule.policy.rate_display}")
-    kind = identity.describe(name.identity)
+    kind = kinds.describe(name.identity)
     write(f"identity   {identity_label(name.identity, usernames)}, {kind}")
     write(f"now        {inspection.iso(detail.now_us)} (Redis TIME)")
     write(f"ttl        {output.seconds(detail.ttl)}")

@@ -8,7 +8,7 @@ from typing import Any
 
 from ratelimits.engine import algorithms
 from ratelimits.engine.decision import Decision, Verdict
-from ratelimits.engine.keys import identity
+from ratelimits.engine.keys import kinds
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools import inspection, inventory, timing
@@ -182,7 +182,7 @@ def identity_record(tag: str, usernames: dict[str, str]) -> dict[str, Any]:
     """The client: its identity, what kind it is, whether hashed, and the user's name."""
     return {
         "identity": tag,
-        "identity_kind": identity.describe(tag),
-        "hashed": identity.is_hashed(tag),
+        "identity_kind": kinds.describe(tag),
+        "hashed": kinds.is_hashed(tag),
         "username": usernames.get(tag),
     }

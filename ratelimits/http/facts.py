@@ -10,20 +10,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ratelimits.conf import app_settings
+from ratelimits.engine.keys import kinds
 from ratelimits.engine.keys import rotation as key_rotation
 from ratelimits.engine.keys.exemptions import is_exempt_address
-from ratelimits.engine.keys.identity import (
-    ANON,
-    GLOBAL,
-    header_identity,
-    ip_identity,
-    principal,
-    principal_text,
-    user_identity,
-)
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.reminders import Reminder
 from ratelimits.http.proxies import client_ip  # every face reads the address here
@@ -34,60 +27,83 @@ logger = logging.getLogger("ratelimits")
 IdentityOf = Callable[[Any, CompiledPolicy], "str | None"]
 
 
+class RequestFacts:
+    """What the key kinds read of one request (:class:`ratelimits.engine.keys.kinds.Facts`),
+    each read once: the address behind the trusted proxies, the user, ``request.auth``, a
+    header, the session key, and the username a sign-in attempts."""
+
+    __slots__ = ("_address", "_user", "request", "username")
+
+    def __init__(
+        self, request: Any, address: str | None = None, username: str | None = None
+    ) -> None:
+        self.request = request
+        self.username = username
+        self._address = address
+        self._user = _UNREAD
+
+    @property
+    def address(self) -> str:
+        if self._address is None:
+            self._address = client_ip(getattr(self.request, "_request", self.request).META)
+        return self._address
+
+    @property
+    def user(self) -> Any:
+        if self._user is _UNREAD:
+            self._user = authenticated_user(self.request)
+        return self._user
+
+    @property
+    def auth(self) -> Any:
+        return getattr(self.request, "auth", None)
+
+    @property
+    def session_key(self) -> str | None:
+        session = getattr(getattr(self.request, "_request", self.request), "session", None)
+        return None if session is None else session.session_key
+
+    def header(self, meta_key: str) -> str | None:
+        return getattr(self.request, "_request", self.request).META.get(meta_key)
+
+
+_UNREAD = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Keyed:
+    """A key's settings without a compiled policy (what the key kinds read of one)."""
+
+    header_meta_key: str | None = None
+    ipv6_prefix: int | None = None
+
+
 def request_identity(
-    kind: str,
+    key: str,
     request: Any,
     header_meta_key: str | None = None,
     address: str | None = None,
     ipv6_prefix: int | None = None,
 ) -> str | None:
-    """The identity of ``request`` for a policy key kind, or ``None`` when it does not apply.
-
-    ``kind`` is one of ``user``, ``ip``, ``user_or_ip``, ``anon``, ``header``,
-    ``global``. Under ``user`` and ``user_or_ip`` a client counts as its authentication:
-    its user (:func:`authenticated_user`), else the principal in ``request.auth`` (an API
-    key object or string, hashed: :func:`~ratelimits.engine.keys.identity.principal`). A
-    ``user`` policy does not count anonymous requests; ``user_or_ip`` counts them by
-    address. ``anon`` is DRF's ``AnonRateThrottle``: a request without a user counts by
-    address (an API client authenticated as another principal too), one with a user not
-    at all.
-    ``address`` is the request's :func:`client_ip`, when the caller has it already;
-    ``ipv6_prefix`` groups an IPv6 client (``None``: the ``IPV6_PREFIX`` setting).
-    """
-    if kind == GLOBAL:
-        return GLOBAL
-    if kind == "username":  # only a sign-in has one (ratelimits.http.sign_in)
-        return None
-    if kind == ANON and authenticated_user(request) is not None:
-        return None
-    if kind in ("user", "user_or_ip"):
-        user = authenticated_user(request)
-        if user is not None:
-            return user_identity(user.pk)
-        client = principal(getattr(request, "auth", None))
-        if client is not None or kind == "user":
-            return client
-    if kind == "header" and header_meta_key:
-        value = request.META.get(header_meta_key)
-        if value:
-            return header_identity(header_meta_key, value)
-    return ip_identity(client_ip(request.META) if address is None else address, ipv6_prefix)
+    """The identity of ``request`` for a policy ``key`` (a kind of
+    :data:`~ratelimits.engine.keys.kinds.KEY_KINDS`, or a pair), or ``None`` when it does
+    not count the request; for callers without a compiled policy (a policy's own is
+    :func:`policy_identity`). ``header_meta_key`` is a header key's ``request.META`` name,
+    ``address`` the request's :func:`client_ip` when the caller has it already,
+    ``ipv6_prefix`` how an IPv6 client is grouped (``None``: the ``IPV6_PREFIX``
+    setting)."""
+    kind = kinds.kind_of(key)
+    return kind.identity(RequestFacts(request, address), _Keyed(header_meta_key, ipv6_prefix))
 
 
-def previous_identities(kind: str, request: Any, header_meta_key: str | None) -> tuple[str, ...]:
+def previous_identities(request: Any, policy: CompiledPolicy) -> tuple[str, ...]:
     """``request``'s identity under each ``SECRET_KEY_FALLBACKS`` key, when it is a hash of a
     secret (a header's value, an API client's principal); empty otherwise, or with no
     fallback keys. An override stored before a key rotation matches one of them
     (:mod:`ratelimits.engine.keys.rotation`); asked only on a miss among hashed overrides."""
     if not key_rotation.fallback_keys():
         return ()
-    if kind == "header" and header_meta_key:
-        value = request.META.get(header_meta_key)
-        return key_rotation.header_identities(header_meta_key, value) if value else ()
-    if kind in ("user", "user_or_ip") and authenticated_user(request) is None:
-        text = principal_text(getattr(request, "auth", None))
-        return () if text is None else key_rotation.principal_identities(text)
-    return ()
+    return policy.kind.previous(RequestFacts(request), policy)
 
 
 def authenticated_user(request: Any) -> Any:
@@ -123,10 +139,8 @@ def url_name(request: Any) -> str | None:
 
 
 def policy_identity(request: Any, policy: CompiledPolicy) -> str | None:
-    """Who ``request`` counts as under ``policy``."""
-    return request_identity(
-        policy.key_kind, request, policy.header_meta_key, ipv6_prefix=policy.ipv6_prefix
-    )
+    """Who ``request`` counts as under ``policy``: its key kind's identity."""
+    return policy.kind.identity(RequestFacts(request), policy)
 
 
 #: Views whose cost above ``MAX_COST`` was logged (again each minute; the names come from
@@ -183,42 +197,37 @@ def _view_name(cost: Any, request: Any) -> str:
 def checks_for(
     request: Any,
     policies: Iterable[CompiledPolicy],
-    identity_of: IdentityOf = policy_identity,
+    identity_of: IdentityOf | None = None,
     cost: int | None = None,
+    facts: RequestFacts | None = None,
 ) -> list[Check]:
     """The checks to decide for ``request``: one per policy that counts it, with the
     client's override applied and its shard picked, spending ``cost`` units (``None``:
-    each policy's own cost). Empty for an exempt network; a policy an override exempts
-    the client from, or whose identity is ``None``, is left out."""
+    each policy's own cost). Who the request counts as is each policy's key kind's
+    identity (of ``facts``, when the caller has them: a sign-in's attempted username),
+    or ``identity_of``'s when a face overrides it. Empty for an exempt network; a
+    policy an override exempts the client from, or whose identity is ``None``, is left
+    out."""
     policies = list(policies)
     if not policies:
         return []
     # Read once, for the exemption and each ip identity (grouped by each policy's IPv6
     # prefix); from the Django request under a DRF one, without DRF's attribute proxying.
-    address = client_ip(getattr(request, "_request", request).META)
-    if is_exempt_address(address):
+    known = facts if facts is not None else RequestFacts(request)
+    if is_exempt_address(known.address):
         return []
     overridden = any(policy.overrides is not None for policy in policies)
     user = user_key(request) if overridden else None
-    default_identity = identity_of is policy_identity
     checks = []
     for policy in policies:
-        if default_identity:
-            who = request_identity(
-                policy.key_kind, request, policy.header_meta_key, address, policy.ipv6_prefix
-            )
+        if identity_of is None:
+            who = policy.kind.identity(known, policy)
         else:
             who = identity_of(request, policy)
         if who is None:
             continue
         applied = (
-            policy.for_client(
-                user,
-                who,
-                functools.partial(
-                    previous_identities, policy.key_kind, request, policy.header_meta_key
-                ),
-            )
+            policy.for_client(user, who, functools.partial(previous_identities, request, policy))
             if overridden
             else policy
         )

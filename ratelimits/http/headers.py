@@ -23,7 +23,7 @@ from typing import Any
 
 from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.keys.identity import describe
+from ratelimits.engine.keys.kinds import KEY_KINDS, describe, pair_parts
 
 #: The Django request attribute holding the decisions made for it.
 DECISIONS_ATTRIBUTE = "ratelimit_decisions"
@@ -63,10 +63,14 @@ def ratelimit_field(decisions: Iterable[Decision]) -> str:
 
 
 def counts_an_account(decision: Decision) -> bool:
-    """True when ``decision`` counts an account rather than the client asking: its policy
-    is keyed by the attempted username (a sign-in policy). The one place that asks; it
-    reads the kind of the decision's identity until key kinds can answer it themselves."""
-    return describe(decision.identity) == "username"
+    """True when ``decision`` counts an account rather than the client asking: its
+    identity is, or pairs, an attempted username (a sign-in policy's key kind that only a
+    sign-in has, :attr:`~ratelimits.engine.keys.kinds.KeyKind.sign_in_only`)."""
+    return any(describe(part) in _ACCOUNT_KINDS for part in pair_parts(decision.identity))
+
+
+#: The identity kinds of an account, never the client's own (the registry's sign-in-only).
+_ACCOUNT_KINDS = frozenset(kind.name for kind in KEY_KINDS.values() if kind.sign_in_only)
 
 
 def _known(decisions: Iterable[Decision]) -> list[Decision]:

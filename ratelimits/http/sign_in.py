@@ -3,36 +3,33 @@
 Django's sign-in forms answer a wrong password with 200 and the form again, so no status
 tells a failure; Django's ``user_login_failed`` signal does. Every ``authenticate()`` that
 carries a request passes through :class:`~ratelimits.backends.RateLimitBackend` first,
-which calls :func:`attempt`: the sign-in policies matching the request (by path, URL name
-and method, as any policy) each spend a unit for the attempt, in one Redis call, before
-any password is checked. Over a limit (or in a lockout) the attempt is refused, and
-``authenticate()`` fails whatever the password. Otherwise the other backends check the
-credentials; :func:`failed` (on ``user_login_failed``) marks the attempt failed, and
-after the response every attempt that did not fail gets its units back, as a
+which calls :func:`attempt`: a sign-in is one more ask through the faces' one pipeline
+(:func:`ratelimits.http.pipeline.core.plan`): the sign-in policies matching the request
+(by path, URL name and method, as any policy) each spend a unit for the attempt, in one
+Redis call, before any password is checked, and the signals are sent as for any face
+(``request_throttled``, ``request_near_limit``). Over a limit (or in a lockout) the
+attempt is refused, and ``authenticate()`` fails whatever the password. Otherwise the
+other backends check the credentials; :func:`failed` (on ``user_login_failed``) marks the
+attempt failed, and after the response every attempt that did not fail gets its units back, as a
 ``counts = "failures"`` policy's request does (:mod:`ratelimits.http.afterwards`). So
 parallel guesses can never pass a limit: each spent its unit before its password was
 checked.
 
 A sign-in policy counts by the attempted username (key ``username``: case-folded and
 hashed, never stored readable), by address (``ip``, or ``user_or_ip``, which is the
-address of an anonymous request), by a header, or for everyone (``global``).
+address of an anonymous request), by both at once (``username+ip``), by a header, or for
+everyone (``global``): the key kinds of :mod:`ratelimits.engine.keys.kinds`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
-from ratelimits.engine.keys.identity import username_identity
-from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.receipt import FAILURE_STATUS
-from ratelimits.engine.table.current import PolicyTable
-from ratelimits.http import afterwards, facts
-from ratelimits.http.headers import attach_decisions
 from ratelimits.http.pipeline import core, drivers
 
 #: Where a request keeps its sign-in attempts, on Django's ``HttpRequest``.
@@ -47,8 +44,8 @@ class _Attempt:
 
     __slots__ = ("failed", "verdict")
 
-    def __init__(self, verdict: Verdict) -> None:
-        self.verdict = verdict
+    def __init__(self) -> None:
+        self.verdict: Verdict | None = None
         self.failed = False
 
     def outcome(self) -> int:
@@ -65,36 +62,25 @@ def attempted_username(credentials: Mapping[str, Any]) -> Any:
     return None
 
 
-def attempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
-    """Spend a unit of each sign-in policy matching ``request`` for this attempt; the
-    verdict (denied: refuse the sign-in), or ``None`` when no sign-in policy applies (or
-    ``RATELIMITS["MODE"]`` is ``"off"``)."""
+def attempt(sender: object, request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
+    """Spend a unit of each sign-in policy matching ``request`` for this attempt, through
+    the one pipeline (:func:`ratelimits.http.pipeline.run`; ``sender`` names the face in
+    the signals it sends); the verdict (denied: refuse the sign-in), or ``None`` when no
+    sign-in policy applies (or ``RATELIMITS["MODE"]`` is ``"off"``)."""
     http = _django_request(request)
     if http is None:
         return None
-    return drivers.drive(_attempting(http, credentials), http)
+    made = _Attempt()
+    return _attempted(http, made, drivers.run(http, _ask(sender, credentials, made)))
 
 
-async def aattempt(request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
+async def aattempt(sender: object, request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
     """:func:`attempt` from a coroutine, on the running loop (``aauthenticate()``)."""
     http = _django_request(request)
     if http is None:
         return None
-    return await drivers.adrive(_attempting(http, credentials), http)
-
-
-def _attempting(
-    http: Any, credentials: Mapping[str, Any]
-) -> Generator[core.Step, Any, Verdict | None]:
-    """The steps of an attempt, for the pipeline's drivers."""
-    if mode.is_off():
-        return None
-    table: PolicyTable = yield core.TABLE
-    checks = _checks(http, table.match(**_where(http), sign_in=True), credentials)
-    if not checks:
-        return None
-    verdict: Verdict = yield core.Decide(checks)
-    return _attempted(http, verdict)
+    made = _Attempt()
+    return _attempted(http, made, await drivers.arun(http, _ask(sender, credentials, made)))
 
 
 def failed(request: Any) -> None:
@@ -109,38 +95,28 @@ def refusal(request: Any) -> Verdict | None:
     """The verdict that refused a sign-in of ``request``, if one was refused (the
     middleware answers it with a 429)."""
     for made in getattr(_django_request(request), ATTEMPTS_ATTRIBUTE, ()):
-        if not made.verdict.allowed:
-            return made.verdict  # type: ignore[no-any-return]
+        if made.verdict is not None and not made.verdict.allowed:
+            return made.verdict
     return None
 
 
-def _attempted(http: Any, verdict: Verdict) -> Verdict:
-    made = _Attempt(verdict)
-    attempts = http.__dict__.setdefault(ATTEMPTS_ATTRIBUTE, [])
-    attempts.append(made)
-    attach_decisions(http, verdict.decisions)
-    if verdict.receipt is not None:
-        afterwards.hold(http, verdict.receipt, outcome=made.outcome)
-    return verdict
+def _ask(sender: object, credentials: Mapping[str, Any], made: _Attempt) -> core.Ask:
+    username = attempted_username(credentials)
+    return core.Ask(
+        sender,
+        sign_in=True,
+        username=None if username is None else str(username),
+        outcome=made.outcome,
+    )
 
 
-def _checks(
-    http: Any, policies: list[CompiledPolicy], credentials: Mapping[str, Any]
-) -> list[Check]:
-    if not policies:
-        return []
-    username = username_identity(attempted_username(credentials))
-
-    def identity_of(request: Any, policy: CompiledPolicy) -> str | None:
-        if policy.key_kind == "username":
-            return username
-        return facts.policy_identity(request, policy)
-
-    return facts.checks_for(http, policies, identity_of)
-
-
-def _where(http: Any) -> dict[str, Any]:
-    return {"method": http.method, "path": http.path, "url_name": facts.url_name(http)}
+def _attempted(http: Any, made: _Attempt, passage: core.Passage) -> Verdict | None:
+    """Keep the attempt on the request (for :func:`failed` and :func:`refusal`)."""
+    if passage.verdict is None:
+        return None
+    made.verdict = passage.verdict
+    http.__dict__.setdefault(ATTEMPTS_ATTRIBUTE, []).append(made)
+    return passage.verdict
 
 
 def _django_request(request: Any) -> Any:

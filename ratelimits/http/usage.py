@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratelimits.engine.decision import Decision
-from ratelimits.engine.keys.identity import GLOBAL, describe
+from ratelimits.engine.keys.kinds import describe
 from ratelimits.engine.limiter import decide
 from ratelimits.engine.policy import periods
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
@@ -84,7 +84,7 @@ def usage_of(request: Any) -> list[PolicyUsage]:
     """The client's usage of each policy that counts ``request`` (in the policies' name
     order); raises :class:`~ratelimits.exceptions.RedisUnavailable` when Redis cannot
     answer (or its circuit breaker is open)."""
-    policies = [p for p in get_table().policies if p.enforce and p.key_kind != GLOBAL]
+    policies = [p for p in get_table().policies if p.enforce and not p.kind.shared]
     picked = facts.checks_for(request, policies, _identity_if_counted)
     checks: list[Check] = []
     for check in picked:

@@ -23,7 +23,7 @@ from django.utils.module_loading import import_string
 from ratelimits.contrib.django_ratelimit.keys import CODE_KEY, key_value
 from ratelimits.engine.keys.identity import digest
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.http.facts import request_identity
+from ratelimits.http.facts import RequestFacts
 from ratelimits.http.proxies import client_ip
 
 logger = logging.getLogger("ratelimits")
@@ -96,12 +96,6 @@ def identity_of(key: Any, code_key: bool, group: str) -> Callable[[Any, Compiled
     def identity(request: Any, policy: CompiledPolicy) -> Any:
         if code_key and policy.key == written:
             return code_identity(key_value(key, group, request))
-        return request_identity(
-            policy.key_kind,
-            request,
-            policy.header_meta_key,
-            client_address(request),
-            policy.ipv6_prefix,
-        )
+        return policy.kind.identity(RequestFacts(request, client_address(request)), policy)
 
     return identity

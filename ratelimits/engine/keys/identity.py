@@ -23,7 +23,13 @@ anon           ``ip:203.0.113.7``            as ``ip``, for a request without a 
 global         ``global``                    one counter for everyone
 username       ``n:<32 hex>``                the username a sign-in attempts, case-folded,
                                              always hashed (:func:`username_identity`)
+session        ``s:<32 hex>``                the browser session, always hashed; the IP
+                                             without a session
+a+b            ``n:<32 hex>+ip:203.0.113.7``  a pair of kinds: both identities, joined
 =============  ============================  ===========================================
+
+The kinds themselves, and which forms each makes, are the registry of
+:mod:`ratelimits.engine.keys.kinds`.
 
 Hashes are HMAC-SHA256 keyed from ``SECRET_KEY``, truncated to 128 bits. An override
 stored as such a hash under a key now in ``SECRET_KEY_FALLBACKS`` still matches
@@ -44,8 +50,6 @@ from django.conf import settings
 from ratelimits.conf import app_settings, resets_on_setting_change
 
 GLOBAL = "global"
-#: The key kind that counts only requests without a user, by address (DRF's anon throttle).
-ANON = "anon"
 _READABLE_PK = re.compile(r"[A-Za-z0-9_-]{1,40}")
 UNKNOWN_IP = "ip:unknown"
 # An IPv4 address exactly as ipaddress prints it (no leading zeros, each octet <= 255).
@@ -160,27 +164,3 @@ def meta_key(header: str) -> str:
     ``HTTP_X_API_KEY``)."""
     name = header.upper().replace("-", "_")
     return name if name in ("CONTENT_TYPE", "CONTENT_LENGTH") else f"HTTP_{name}"
-
-
-def is_hashed(identity: str) -> bool:
-    """True for identities that are keyed hashes (header values, API principals, unusual
-    user pks, attempted usernames)."""
-    return identity.startswith(("u#", "h:", "a:", "n:"))
-
-
-def describe(identity: str) -> str:
-    """What kind of client ``identity`` is: ``user``, ``ip``, ``header``, ``api client``,
-    ``username`` or ``global``."""
-    if identity == GLOBAL:
-        return "global"
-    if identity.startswith(("u:", "u#")):
-        return "user"
-    if identity.startswith("h:"):
-        return "header"
-    if identity.startswith("a:"):
-        return "api client"
-    if identity.startswith("n:"):
-        return "username"
-    if identity.startswith("ip:"):
-        return "ip"
-    return "unknown"

@@ -17,6 +17,7 @@ import ratelimits.engine.algorithms as algorithms
 import ratelimits.engine.policy.compiling as compiling
 import ratelimits.engine.policy.rules as rules
 from ratelimits.conf import app_settings
+from ratelimits.engine.keys.kinds import KeyKind
 from ratelimits.engine.keys.names import build_key
 from ratelimits.engine.policy.describe import describe_rate
 from ratelimits.engine.policy.overrides import Exemption, Overrides, Previous
@@ -46,7 +47,8 @@ class CompiledPolicy:
     limit: int
     window: int
     key: str
-    key_kind: str
+    #: Who is counted: the key's kind in the registry (:mod:`ratelimits.engine.keys.kinds`).
+    kind: KeyKind
     header_meta_key: str | None
     enforce: bool
     fail_open: bool

@@ -15,6 +15,7 @@ import ratelimits.engine.global_mode as modes
 import ratelimits.engine.policy.rules as rules
 from ratelimits import validators
 from ratelimits.engine.keys.identity import meta_key
+from ratelimits.engine.keys.kinds import kind_of
 from ratelimits.engine.policy.periods import NOMINAL_WINDOW, zone
 from ratelimits.engine.policy.script_args import shard_args, window_slot
 from ratelimits.engine.policy.spec import PolicySpec
@@ -50,7 +51,7 @@ def compile_spec(cls: type[CompiledPolicy], spec: PolicySpec) -> CompiledPolicy:
         limit=limit,
         window=window,
         key=key,
-        key_kind="header" if header else key,
+        kind=kind_of(key),
         header_meta_key=meta_key(header) if header else None,
         enforce=enforce,
         fail_open=bool(spec.fail_open),

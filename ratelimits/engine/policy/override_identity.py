@@ -33,6 +33,7 @@ import ipaddress
 import re
 
 from ratelimits import validators
+from ratelimits.engine.keys import kinds
 from ratelimits.engine.keys.identity import header_identity, meta_key, principal_identity
 
 #: The stored forms, for the database constraint (blank: the override names no identity).
@@ -42,7 +43,6 @@ _HASHED = re.compile(r"h:[0-9a-f]{32}")
 _PRINCIPAL = re.compile(r"a:[0-9a-f]{32}")
 #: How an operator names an API client that authenticated as something other than a user.
 AUTH_PREFIX = "auth:"
-_USER_KEYS = ("user", "user_or_ip")
 
 
 def is_stored_form(value: str) -> bool:
@@ -57,17 +57,19 @@ def normalize(text: str, policy_key: str) -> str:
     text = (text or "").strip()
     if not text:
         return ""
+    names = _names(policy_key)
     if text.startswith(AUTH_PREFIX) or _PRINCIPAL.fullmatch(text):
         return _principal(text, policy_key)
-    if policy_key == "user":
+    if kinds.ADDRESSES not in names and kinds.API_KEYS not in names:
+        if kinds.API_CLIENTS in names:
+            raise ValueError(
+                f"A policy keyed by {policy_key} never counts clients by address or API key: "
+                f"name a user, a group or an API client ({AUTH_PREFIX}<what it "
+                "authenticates as>)."
+            )
         raise ValueError(
-            "A policy keyed by user never counts clients by address or API key: name a "
-            f"user, a group or an API client ({AUTH_PREFIX}<what it authenticates as>)."
-        )
-    if policy_key == "global":
-        raise ValueError(
-            "A policy keyed by global never counts clients by address or API key: name a "
-            "user or a group instead."
+            f"A policy keyed by {policy_key} never counts clients by address or API key: "
+            "name a user or a group instead."
         )
     if _HASHED.fullmatch(text):
         return text
@@ -87,8 +89,16 @@ def normalize(text: str, policy_key: str) -> str:
     )
 
 
+def _names(policy_key: str) -> frozenset[str]:
+    """What an override of a policy keyed ``policy_key`` may name (the key-kind registry's
+    :attr:`~ratelimits.engine.keys.kinds.KeyKind.overrides`); an unknown key, anything."""
+    if not kinds.is_key(policy_key):
+        return frozenset((kinds.USERS, kinds.ADDRESSES, kinds.API_KEYS, kinds.API_CLIENTS))
+    return kinds.kind_of(policy_key).overrides
+
+
 def _principal(text: str, policy_key: str) -> str:
-    if policy_key not in _USER_KEYS:
+    if kinds.API_CLIENTS not in _names(policy_key):
         raise ValueError(
             f"An API client ({AUTH_PREFIX}...) is counted only by policies keyed by user or "
             f"user_or_ip, not {policy_key or 'this key'}."

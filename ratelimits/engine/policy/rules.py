@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 import ratelimits.engine.algorithms as algorithms
+from ratelimits.engine.keys.kinds import USERS, KeyKind, is_key, kind_of
 
 #: The ``counts`` that spends every admitted request.
 ALL = "all"
@@ -21,14 +22,6 @@ ALL = "all"
 SIGN_IN_FAILURES = "sign_in_failures"
 #: What ``counts`` may be: which responses spend a unit (the model's ``Counts``).
 COUNTS = (ALL, "failures", "successes", SIGN_IN_FAILURES)
-#: The key of a sign-in's attempted username: only failed sign-ins have one.
-USERNAME_KEY = "username"
-#: The key a failed sign-in cannot have: nobody signed in.
-USER_KEY = "user"
-#: The key that counts requests without a user only: a signed-in client is never counted.
-ANON_KEY = "anon"
-#: The key with one counter for everyone: a lockout there would lock every client out.
-GLOBAL_KEY = "global"
 #: A lockout locks one counter: its policy has this many shards.
 LOCKOUT_SHARDS = 1
 
@@ -113,7 +106,7 @@ def lockout_problem(lockout: object, algorithm: str, shards: object, key: str) -
         return Problem(
             "lockout", "A lockout needs one shard: set shards to 1, or the lockout to 0."
         )
-    if key == GLOBAL_KEY:
+    if _kind(key) is not None and _kind(key).shared:
         return Problem(
             "lockout",
             "A global policy has one counter for everyone: one client's denial would lock "
@@ -123,25 +116,30 @@ def lockout_problem(lockout: object, algorithm: str, shards: object, key: str) -
 
 
 def sign_in_problem(key: str, counts: str) -> Problem | None:
-    """Only failed sign-ins have an attempted username, and none has a user."""
-    if key == USERNAME_KEY and counts != SIGN_IN_FAILURES:
+    """Only failed sign-ins have an attempted username, and some kinds never count one
+    (:attr:`~ratelimits.engine.keys.kinds.KeyKind.not_for_sign_in`)."""
+    kind = _kind(key)
+    if kind is None:
+        return None
+    if kind.sign_in_only and counts != SIGN_IN_FAILURES:
         return Problem(
             "key",
             "Only failed sign-ins have an attempted username: choose counts = failed "
             "sign-ins, or another key.",
         )
-    if counts == SIGN_IN_FAILURES and key == USER_KEY:
+    if counts == SIGN_IN_FAILURES and kind.not_for_sign_in:
         return Problem(
             "key",
-            "A failed sign-in has no user: count failed sign-ins by username, ip or user_or_ip.",
-        )
-    if counts == SIGN_IN_FAILURES and key == ANON_KEY:
-        return Problem(
-            "key",
-            "A signed-in client can attempt sign-ins too, and an anon policy never counts "
-            "it: count failed sign-ins by username, ip or user_or_ip.",
+            f"{kind.not_for_sign_in}: count failed sign-ins by username, ip, user_or_ip or "
+            "username+ip.",
         )
     return None
+
+
+def _kind(key: str) -> KeyKind | None:
+    """The kind ``key`` names; ``None`` for a key the registry does not know (refused by
+    its own validation)."""
+    return kind_of(key) if is_key(key) else None
 
 
 def target_problem(targets: int) -> Problem | None:
@@ -153,7 +151,8 @@ def target_problem(targets: int) -> Problem | None:
 
 def anon_target_problem(key: str, names_user: bool) -> Problem | None:
     """An anon policy never counts a signed-in user: an override names an address."""
-    if key == ANON_KEY and names_user:
+    kind = _kind(key)
+    if kind is not None and USERS not in kind.overrides and names_user:
         return Problem(
             "__all__",
             "A policy keyed by anon never counts signed-in users: name an IP address or "

@@ -23,8 +23,6 @@ from ratelimits.http import afterwards, facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
 from ratelimits.signals import Announcement, announcements
 
-#: The key kinds whose identity asks whether the request has a user (loaded first).
-_USER_KINDS = frozenset(("user", "user_or_ip", "anon"))
 #: The ``counts`` decided before a framework's authentication (``before_authentication``).
 _FAILURES = "failures"
 
@@ -37,18 +35,27 @@ class Ask:
     (see :func:`ratelimits.http.facts.request_cost`). ``before_authentication`` decides
     only the policies that count failures (see :func:`ratelimits.http.gate.check`).
     ``policies``, when given, are the face's own choice instead of the table's match
-    (DRF's ``get_policies``); ``identity_of`` says who a request counts as;
-    ``status_of`` tells the response's status when no middleware sees it. A face that
-    ``answers`` a denial itself gets the 429 of :mod:`ratelimits.http.responses`."""
+    (DRF's ``get_policies``); ``identity_of``, when given, says who a request counts as
+    instead of each policy's key kind (DRF's ``get_identity``); ``status_of`` tells the
+    response's status when no middleware sees it. A face that ``answers`` a denial itself
+    gets the 429 of :mod:`ratelimits.http.responses`.
+
+    A sign-in (:mod:`ratelimits.http.sign_in`) asks with ``sign_in``: only the sign-in
+    policies match, the attempted ``username`` is a fact the key kinds read, and
+    ``outcome`` tells whether the attempt failed once the response is made, in place of
+    the response's status."""
 
     sender: object
     scope: str | None = None
     cost: Any = None
     before_authentication: bool = False
     policies: list[CompiledPolicy] | None = None
-    identity_of: facts.IdentityOf = facts.policy_identity
+    identity_of: facts.IdentityOf | None = None
     status_of: Callable[[], int] | None = None
     answers: bool = False
+    sign_in: bool = False
+    username: str | None = None
+    outcome: Callable[[], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,17 +114,22 @@ def plan(request: Any, ask: Ask) -> Plan:
     policies = ask.policies
     if policies is None:
         table: PolicyTable = yield TABLE
-        policies = matching(request, ask.scope, table, ask.before_authentication)
-    policies = undecided(request, policies)
+        policies = matching(request, ask.scope, table, ask.before_authentication, ask.sign_in)
+    if not ask.sign_in:  # every attempt counts, however many one request makes
+        policies = undecided(request, policies)
     if not policies:
         return _NOTHING
-    if any(p.key_kind in _USER_KINDS or p.overrides is not None for p in policies):
+    if any(p.kind.needs_user or p.overrides is not None for p in policies):
         yield USER
-    units = facts.request_cost(ask.cost, request)
-    verdict: Verdict = yield Decide(facts.checks_for(request, policies, ask.identity_of, units))
+    units = None if ask.sign_in else facts.request_cost(ask.cost, request)
+    known = facts.RequestFacts(request, username=ask.username)
+    checks = facts.checks_for(request, policies, ask.identity_of, units, known)
+    if not checks and ask.sign_in:
+        return _NOTHING
+    verdict: Verdict = yield Decide(checks)
     attach_decisions(request, verdict.decisions)
     if verdict.receipt is not None:
-        afterwards.hold(request, verdict.receipt, ask.status_of)
+        afterwards.hold(request, verdict.receipt, ask.status_of, outcome=ask.outcome)
     sent = announcements(verdict)
     if sent:
         yield Announce(ask.sender, sent)
@@ -137,15 +149,21 @@ def undecided(request: Any, policies: list[CompiledPolicy]) -> list[CompiledPoli
 
 
 def matching(
-    request: Any, scope: str | None, table: PolicyTable, before_authentication: bool = False
+    request: Any,
+    scope: str | None,
+    table: PolicyTable,
+    before_authentication: bool = False,
+    sign_in: bool = False,
 ) -> list[CompiledPolicy]:
     """The policies of ``table`` that ``request`` falls under; ``before_authentication``:
-    only those that count failures."""
+    only those that count failures; ``sign_in``: the sign-in policies, which only a
+    sign-in attempt falls under."""
     policies = table.match(
         method=request.method,
         path=request.path,
         scope=scope,
         url_name=facts.url_name(request),
+        sign_in=sign_in,
     )
     if before_authentication:
         return [policy for policy in policies if policy.counts == _FAILURES]

@@ -185,8 +185,7 @@ class Command(BaseCommand):
             "--since",
             default="24h",
             metavar="SPAN",
-            help="The span read: 1h, 24h (default) or 7d, or any number of hours or days "
-            "up to 7d.",
+            help="The span read: 1h, 24h (default) or 7d, or any number of hours or days up to 7d.",
         )
         traffic.add_argument(
             "--what-if",

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 
 from ratelimits import validators
 from ratelimits.database import policy_source
+from ratelimits.engine.keys import kinds
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools import policy_files
 
@@ -55,7 +56,7 @@ def proposed(
     """A policy that is not saved, from its fields (``ValueError`` for a bad one)."""
     for check, value, what in (
         (validators.validate_endpoint, endpoint, "--endpoint"),
-        (validators.validate_key, key, "--key"),
+        (kinds.validate_key, key, "--key"),
         (validators.validate_methods, methods, "--methods"),
     ):
         try:

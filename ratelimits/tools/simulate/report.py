@@ -29,7 +29,7 @@ def unshown_reason(variant: Variant) -> str:
     """Why the log cannot show who ``variant``'s policy counts."""
     policy = variant.shown
     field = header_field(policy)
-    if policy.key_kind == "header" and field is not None:
+    if policy.kind.name == "header" and field is not None:
         return (
             f"key {policy.key}: the log has no {field} field (log the header as JSON or CSV "
             "under that name)"
@@ -103,9 +103,7 @@ def build(
             }
         policies.append(record)
     notes = list(outcome.notes)
-    counted_by_user = [
-        v.shown.name for v in selection.variants if v.shown.key_kind in ("user", "user_or_ip")
-    ]
+    counted_by_user = [v.shown.name for v in selection.variants if v.shown.kind.needs_user]
     if counted_by_user and outcome.lines and not outcome.with_user:
         notes.append(
             "no line has a user: policies that count users ("

@@ -79,7 +79,7 @@ def why_not_replayed(policy: CompiledPolicy) -> str | None:
         )
     if policy.signs_in:
         return "counts failed sign-ins by the attempted username, which a log does not show"
-    if policy.key_kind == "username":
+    if policy.kind.sign_in_only:
         return "key username: the attempted username of a sign-in is not in a log"
     return None
 
