@@ -51,7 +51,8 @@ POLICY_CONSTRAINTS = [
         name="ratelimits_policy_window_range",
     ),
     models.CheckConstraint(
-        condition=Q(key__regex=kinds.KEY_PATTERN), name="ratelimits_policy_key_valid"
+        condition=Q(key__regex=kinds.KEY_PATTERN) & ~Q(key__regex=kinds.SAME_KIND_TWICE),
+        name="ratelimits_policy_key_valid",
     ),
     models.CheckConstraint(condition=Q(mode__in=Mode.values), name="ratelimits_policy_mode_valid"),
     models.CheckConstraint(

@@ -27,7 +27,7 @@ def policy_fields(policy: Policy, **changes: Any) -> dict[str, str]:
         for name in ("name", "mode", "endpoint", "methods", "algorithm", "limit", "window")
     }
     values.update(key=policy.key, shards=policy.shards, cost=policy.cost, counts=policy.counts)
-    values.update(enabled=policy.enabled)
+    values.update(enabled=policy.enabled, traffic=policy.traffic)
     values.update(fail_open=policy.fail_open, **changes)
     return {
         name: ("on" if value is True else str(value))

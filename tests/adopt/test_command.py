@@ -127,11 +127,16 @@ def test_the_django_ratelimit_decorators_views_are_adopted_one_policy_per_counte
     out = run("adopt", "--mode", "enforce")
     policies = {p.name: p for p in Policy.objects.all()}
     assert len(policies) == 2, out  # the search group's two views share one counter
-    search = next(p for p in policies.values() if p.endpoint == "search")
+    # Each policy is the compat decorator's own (its endpoint its name, which no URL
+    # name matches): the group, the key, the methods and the rate.
+    assert all(p.endpoint == p.name for p in policies.values())
+    search = policies["dr-search-ip-all-10-60s"]
     assert (search.limit, search.window, search.key, search.mode) == (10, 60, "ip", "enforce")
-    signup = next(p for p in policies.values() if p.endpoint != "search")
-    # The method's group is django-ratelimit's: the class's dotted name and the method.
-    assert signup.endpoint.endswith("Signup.post"), signup.endpoint
+    (signup,) = (p for p in policies.values() if p is not search)
+    # The method's group is django-ratelimit's (the class's dotted name and the method),
+    # shortened with a digest.
+    assert signup.name.startswith("dr-tests-adopt-django_ratelimit_urls-"), signup.name
+    assert signup.name.endswith("-ip-post-5-3600s"), signup.name
     assert (signup.limit, signup.window, signup.methods) == (5, 3600, "POST")
     assert "skipped" not in out
     assert run("adopt", "--mode", "enforce").strip().endswith("Nothing to change.")

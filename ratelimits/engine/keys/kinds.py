@@ -302,6 +302,8 @@ def keys_with_a_part(names: Iterable[str]) -> str:
 SIGN_IN_ONLY_KEYS = keys_with_a_part(k.name for k in KEY_KINDS.values() if k.sign_in_only)
 #: The keys a sign-in policy cannot count by (``user``, ``anon`` and their pairs).
 NOT_FOR_SIGN_IN_KEYS = keys_with_a_part(k.name for k in KEY_KINDS.values() if k.not_for_sign_in)
+#: A pair of one kind twice (``ip+ip``), refused by the database as by :func:`is_key`.
+SAME_KIND_TWICE = rf"^([a-z_]+){re.escape(PAIR)}\1\Z"
 #: The keys of one counter for every client (never in a pair).
 SHARED_KEYS = tuple(k.name for k in KEY_KINDS.values() if k.shared)
 
@@ -359,8 +361,8 @@ def validate_key(value: str) -> None:
             raise problem
     singles = ", ".join(name for name in KEY_KINDS if name != "header")
     raise ValidationError(
-        "%(value)r is not a client key. Use %(singles)s or header:<Name>, or two different "
-        "of them joined by + (username+ip).",
+        "%(value)r is not a client key. Use %(singles)s or header:<Name>, or two of them "
+        "joined by + (username+ip).",
         code="invalid_key",
         params={"value": value, "singles": singles},
     )

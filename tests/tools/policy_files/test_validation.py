@@ -126,7 +126,10 @@ def test_yaml_typing_surprises_are_caught() -> None:
         ({"key": "header:Bad Name"}, "key: 'Bad Name' is not a valid HTTP header name"),
         ({"key": "user\n"}, "key: 'user\\n' is not a client key."),
         ({"key": ""}, "key: This field cannot be blank."),
-        ({"endpoint": "x" * 201}, "endpoint: Ensure this value has at most 200 characters"),
+        (
+            {"endpoint": "x" * 1001},
+            "endpoint: Ensure this value has at most 1000 characters",
+        ),
     ],
 )
 def test_the_model_validation_is_reported_per_field(
@@ -156,7 +159,8 @@ def test_the_model_validation_applies_to_updates_too(row: RowFactory) -> None:
     Policy.objects.create(**row())
     assert problems_of([row(key="cookie")]) == [
         "row 1 (login): key: 'cookie' is not a client key. Use user, ip, user_or_ip, anon, "
-        "global, username or header:<Name>."
+        "global, username, session or header:<Name>, or two of them joined by + "
+        "(username+ip)."
     ]
 
 
@@ -209,7 +213,8 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         "calendar, time_zone, lockout, ipv6_prefix, overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
-        "anon, global, username or header:<Name>.",
+        "anon, global, username, session or header:<Name>, or two of them joined by + "
+        "(username+ip).",
         "row 4 (half): endpoint: this field is required.",
         "row 4 (half): window: this field is required (or give a calendar).",
         "row 5 (fine): name: 'fine' is also the name of row 1; names must be unique.",
