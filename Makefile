@@ -71,7 +71,7 @@ FLOOR := $(CURDIR)/requirements-floor.txt
 # The benchmarks' own test is left out at the floors: their anchors (the limits library)
 # need a newer redis-py than the app does.
 test-floor: .venv-floor/.installed
-	PIP_CONSTRAINT=$(FLOOR) .venv-floor/bin/python -m pytest --ignore=tests/test_bench.py
+	PIP_CONSTRAINT=$(FLOOR) .venv-floor/bin/python -m pytest --ignore=tests/integration/test_bench.py
 
 test-newest: .venv-newest/.installed
 	.venv-newest/bin/python -m pytest

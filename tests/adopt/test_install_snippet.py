@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.test_fresh_project import blocks, install_section
+from tests.integration.test_fresh_project import blocks, install_section
 
 
 def pasted(settings: dict[str, Any]) -> dict[str, Any]:

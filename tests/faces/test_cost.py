@@ -68,7 +68,7 @@ def test_a_drf_views_cost_method(client):
     assert remaining(client.get("/batch-api/")) == 6  # no ids: 1
 
 
-@pytest.mark.urls("tests.faces.ninja_urls")
+@pytest.mark.urls("tests.contrib.ninja.urls")
 def test_the_ninja_throttles_cost(client):
     create_policy("batch", "batch", limit=10, window=60)
     assert remaining(client.get("/ninja-test/batch", {"n": "7"})) == 3

@@ -65,7 +65,7 @@ def test_off_lets_every_request_through_without_redis(get, silent, endpoint, url
     assert_all_through([get(url) for _ in range(MANY)])
 
 
-@pytest.mark.urls("tests.faces.ninja_urls")
+@pytest.mark.urls("tests.contrib.ninja.urls")
 @pytest.mark.parametrize("url", ["/ninja-test/plain", "/ninja-test/async"])
 @override_settings(RATELIMITS=OFF)
 def test_off_lets_ninja_operations_through_without_redis(get, silent, url):

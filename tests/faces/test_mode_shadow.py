@@ -87,7 +87,7 @@ def test_shadow_admits_past_the_limit_and_counts_would_be_denials(get, redis_cli
     assert after == 429  # enforced again, on the counts shadow mode kept
 
 
-@pytest.mark.urls("tests.faces.ninja_urls")
+@pytest.mark.urls("tests.contrib.ninja.urls")
 @pytest.mark.parametrize("url", ["/ninja-test/plain", "/ninja-test/async"])
 def test_shadow_admits_ninja_operations_past_the_limit(get, redis_client, url):
     create_policy("p", "*", limit=LIMIT)

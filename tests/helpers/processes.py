@@ -47,7 +47,7 @@ def worker_line(worker: subprocess.Popen[str], changed: float | None = None) -> 
     that the first of the worker's version-stamp checks after the change brought what the
     line shows (its last two fields: the check's time and the one before, see
     ``tests/worker.py``). Checks are ``POLICY_REFRESH_INTERVAL`` apart
-    (``tests/engine/test_table_reload.py``), so that is the bound, whatever the time the
+    (``tests/engine/table/test_reload.py``), so that is the bound, whatever the time the
     machine takes to run the worker."""
     line = worker.stdout.readline()
     assert line, "the worker ended without another line"

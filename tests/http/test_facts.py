@@ -1,7 +1,7 @@
 """The facts of a Django request the engine needs (``ratelimits.http.facts``): the client
 address behind trusted proxies, the identity a policy's key kind gives a request, and the
 checks a request is decided by (exempt networks, overrides). The identity forms
-themselves: tests/engine/test_identity.py."""
+themselves: tests/engine/keys/test_identity.py."""
 
 from __future__ import annotations
 

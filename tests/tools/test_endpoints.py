@@ -37,7 +37,7 @@ def test_scopes_of_decorated_views():
 
 
 def test_ninja_operations_and_the_scopes_of_their_throttles():
-    values = suggestions("tests.faces.ninja_urls")
+    values = suggestions("tests.contrib.ninja.urls")
     by_value = {s.value: s.label for s in values}
     assert by_value["faces-ninja:plain"] == "django-ninja GET /ninja-test/plain"
     assert by_value["faces-ninja:routed_b"] == "django-ninja GET /ninja-test/router/b"

@@ -8,7 +8,7 @@ one dispatch every face and the sign-in backend go through), what it needs loade
 first, whether its identity is hashed, whether a sign-in policy may use it and what an
 override of it may name. The model's validation and database constraint
 (:data:`KEY_PATTERN`), the admin's filter, the rules and the docs read this registry;
-``tests/engine/test_key_kind_registry.py`` ties them together.
+``tests/engine/keys/test_kinds.py`` ties them together.
 
 To add a kind: one :class:`KeyKind` in :data:`KEY_KINDS` (with its identity function
 here), a migration for the constraint (``makemigrations ratelimits``), its test and its

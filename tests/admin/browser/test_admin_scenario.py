@@ -130,7 +130,7 @@ def test_operator_scenario_policy_limit_dashboard_reset_and_memory_estimate(
     page.screenshot(path=screenshot_dir / "changelist.png", full_page=True)
 
     # The edit reaches the policy table within POLICY_REFRESH_INTERVAL (the bound is
-    # tests/engine/test_table_reload.py's; here it is polled for). Denied calls consume
+    # tests/engine/table/test_reload.py's; here it is polled for). Denied calls consume
     # nothing, so polling until the first pass changes no count (each denial is counted
     # on the dashboard, though: ``late_denials`` keeps track).
     deadline = time.monotonic() + WAIT

@@ -163,7 +163,7 @@ def test_an_edit_by_another_worker_holds_once_its_stamp_is_seen(
     """Another worker's edits reach this process through the version stamp, under load:
     the table built for the new stamp is swapped in, and every request that starts from
     then on sees the edit. (That a check falls due every ``POLICY_REFRESH_INTERVAL`` and
-    starts the build is tests/engine/test_table_reload.py's, on a moved clock; here the
+    starts the build is tests/engine/table/test_reload.py's, on a moved clock; here the
     time it took is printed.)"""
     limit = 20
     policy = Policy.objects.create(

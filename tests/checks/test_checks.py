@@ -235,8 +235,8 @@ def test_header_middleware_below_the_limiter_is_w004() -> None:
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        ("tests.test_checks.no_such_view", "cannot import"),
-        ("tests.test_checks.ALL_PARTS", "is not callable"),
+        ("tests.checks.test_checks.no_such_view", "cannot import"),
+        ("tests.checks.test_checks.ALL_PARTS", "is not callable"),
         ("", "dotted path"),
         (42, "dotted path"),
     ],

@@ -1,6 +1,6 @@
 """The distribution ``django-ratelimits``: the wheel builds without warnings, carries
 everything the app loads at run time (Lua scripts, migrations, py.typed) and says what it
-needs. The project test that installs it is ``tests/test_fresh_project.py``."""
+needs. The project test that installs it is ``tests/integration/test_fresh_project.py``."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import pytest
 
 from bench.__main__ import MODULES
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 TIMEOUT = 240
 

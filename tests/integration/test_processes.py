@@ -11,7 +11,7 @@ import pytest
 from ratelimits.models import Policy
 from tests.helpers import start_worker, wait_clear_of_window_boundary, worker_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 

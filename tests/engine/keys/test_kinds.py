@@ -19,7 +19,7 @@ from tests.helpers import create_policy
 
 pytestmark = pytest.mark.django_db
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "policies.md"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "policies.md"
 
 
 def spelled(kind: kinds.KeyKind) -> str:

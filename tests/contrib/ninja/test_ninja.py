@@ -22,7 +22,7 @@ from ratelimits.models import Policy
 from ratelimits.signals import request_near_limit, request_throttled
 from tests.helpers import create_policy, decide_calls, statuses, wait_clear_of_window_boundary
 
-pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.faces.ninja_urls")]
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.contrib.ninja.urls")]
 
 BASE = "/ninja-test"
 LIMITER = "ratelimits.middleware.RateLimitMiddleware"
