@@ -32,13 +32,13 @@ from ratelimits.testing.policies import (
     load_policies,
     override_policy,
     policies_for_test,
+    reset_state,
 )
 from ratelimits.testing.ports import free_cluster_port, free_port
 from ratelimits.testing.processes import stop_process
 from ratelimits.testing.sentinel import RedisSentinel
 from ratelimits.testing.server import RedisServer
 from ratelimits.testing.slots import SlotMigration
-from ratelimits.testing.state import reset_state
 
 __all__ = [
     "RateLimitsTestMixin",

@@ -17,10 +17,19 @@ from contextlib import ContextDecorator, contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ratelimits.testing.state import reset_state
+from ratelimits.conf import reset_registered
 
 #: A policy file: its path, as ``adopt --output`` or ``export`` wrote it (JSON or YAML).
 PolicyFile = str | os.PathLike[str]
+
+
+def reset_state() -> None:
+    """Forget every per-process cache and state of the app: what its modules registered
+    with :mod:`ratelimits.conf` (the policy table, the Redis clients, the breakers, the
+    unsent request counts, stopping the metrics flusher, the shadow log's clients, and
+    every cache built from a setting). The next request starts from the settings, the
+    database and Redis alone."""
+    reset_registered()
 
 
 def load_policies(policy_file: PolicyFile | None = None) -> list[str]:
