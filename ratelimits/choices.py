@@ -8,10 +8,11 @@ from django.db import models
 
 from ratelimits.engine.algorithms import ALGORITHMS
 
-#: The algorithms, from :mod:`ratelimits.engine.algorithms` (``Algorithm.TOKEN_BUCKET`` is
-#: ``"token_bucket"``, labelled as the admin shows it).
-Algorithm = models.TextChoices(  # type: ignore[misc]
-    "Algorithm", [(a.name.upper(), (a.name, a.label)) for a in ALGORITHMS]
+#: The model's choice of algorithm, from the registry of
+#: :mod:`ratelimits.engine.algorithms` (whose entries are ``Algorithm``):
+#: ``AlgorithmChoice.TOKEN_BUCKET`` is ``"token_bucket"``, labelled as the admin shows it.
+AlgorithmChoice = models.TextChoices(  # type: ignore[misc]
+    "AlgorithmChoice", [(a.name.upper(), (a.name, a.label)) for a in ALGORITHMS]
 )
 
 
@@ -30,5 +31,8 @@ class Calendar(models.TextChoices):
 
 
 class Mode(models.TextChoices):
+    """A policy's own mode (``Policy.mode``); the switch for every policy at once is the
+    global mode, ``RATELIMITS["MODE"]`` (:mod:`ratelimits.engine.global_mode`)."""
+
     ENFORCE = "enforce", "Enforce (deny over the limit)"
     SHADOW = "shadow", "Shadow (log would-be denials, let requests pass)"

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from ratelimits import validators
-from ratelimits.choices import Algorithm, Calendar, Counts, Mode
+from ratelimits.choices import AlgorithmChoice, Calendar, Counts, Mode
 from ratelimits.engine import algorithms
 from ratelimits.engine.keys import kinds
 from ratelimits.engine.policy import override_identity, rules
@@ -39,7 +39,7 @@ POLICY_CONSTRAINTS = [
         name="ratelimits_policy_methods_valid",
     ),
     models.CheckConstraint(
-        condition=Q(algorithm__in=Algorithm.values),
+        condition=Q(algorithm__in=AlgorithmChoice.values),
         name="ratelimits_policy_algorithm_valid",
     ),
     models.CheckConstraint(condition=Q(limit__gte=1), name="ratelimits_policy_limit_gte_1"),

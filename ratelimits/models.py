@@ -12,7 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from ratelimits import validators
-from ratelimits.choices import Algorithm, Calendar, Counts, Mode
+from ratelimits.choices import AlgorithmChoice, Calendar, Counts, Mode
 from ratelimits.constraints import OVERRIDE_CONSTRAINTS, POLICY_CONSTRAINTS
 from ratelimits.engine import algorithms
 from ratelimits.engine.keys import kinds
@@ -23,7 +23,7 @@ from ratelimits.engine.policy.spec import PolicySpec
 from ratelimits.help_texts import OVERRIDE_HELP, POLICY_HELP
 from ratelimits.querysets import AnnouncingQuerySet
 
-__all__ = ["Policy", "PolicyOverride"]
+__all__ = ["Policy", "PolicyOverride", "SignInAttempt"]
 
 
 class Policy(models.Model):
@@ -42,7 +42,7 @@ class Policy(models.Model):
         help_text=POLICY_HELP["methods"],
     )
     algorithm = models.CharField(
-        max_length=20, choices=Algorithm.choices, default=algorithms.DEFAULT
+        max_length=20, choices=AlgorithmChoice.choices, default=algorithms.DEFAULT
     )
     limit = models.PositiveIntegerField(
         validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
@@ -290,3 +290,44 @@ class Dashboard(Policy):
         proxy = True
         default_permissions = ()
         verbose_name = verbose_name_plural = "dashboard"
+
+
+class SignInAttempt(models.Model):
+    """One sign-in attempt of the audit trail (``RATELIMITS["SIGN_IN_AUDIT"]``): who typed
+    which username, from where, and what came of it. Written in batches by a thread of each
+    process, never while the request waits (:mod:`ratelimits.database.sign_in_records`);
+    kept ``SIGN_IN_AUDIT_RETENTION`` days (``manage.py ratelimits audit-cleanup``)."""
+
+    class Result(models.TextChoices):
+        FAILED = "failed", "Failed (wrong credentials)"
+        REFUSED = "refused", "Refused (over a sign-in policy's limit, or locked out)"
+        SUCCEEDED = "succeeded", "Succeeded"
+
+    #: Longest text kept of each field (longer values are cut).
+    USERNAME_LENGTH, USER_AGENT_LENGTH, PATH_LENGTH = 255, 512, 512
+
+    when = models.DateTimeField(db_index=True, help_text="When the attempt was made.")
+    username = models.CharField(
+        max_length=USERNAME_LENGTH, blank=True, help_text="The username as it was typed."
+    )
+    address = models.CharField(
+        max_length=64, blank=True, help_text="The client's address behind the trusted proxies."
+    )
+    user_agent = models.CharField(max_length=USER_AGENT_LENGTH, blank=True)
+    path = models.CharField(max_length=PATH_LENGTH, blank=True)
+    result = models.CharField(max_length=9, choices=Result.choices)
+    policy = models.CharField(
+        max_length=64, blank=True, help_text="The sign-in policy that refused the attempt."
+    )
+
+    class Meta:
+        ordering = ["-when", "-pk"]
+        verbose_name = "sign-in attempt"
+        indexes = [
+            models.Index(fields=["username", "when"], name="ratelimits_attempt_username"),
+            models.Index(fields=["address", "when"], name="ratelimits_attempt_address"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_result_display()}: {self.username or '-'} from {self.address or '-'}"
+

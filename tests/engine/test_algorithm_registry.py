@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ratelimits.choices import Algorithm
+from ratelimits.choices import AlgorithmChoice
 from ratelimits.engine import algorithms
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store.scripts import DECIDE_PARTS, lua_dir
@@ -44,8 +44,8 @@ def test_each_algorithm_file_is_loaded():
 
 
 def test_the_model_offers_every_algorithm_by_its_label():
-    assert Algorithm.choices == algorithms.choices()
-    assert Algorithm.TOKEN_BUCKET == "token_bucket"
+    assert AlgorithmChoice.choices == algorithms.choices()
+    assert AlgorithmChoice.TOKEN_BUCKET == "token_bucket"
 
 
 def test_every_algorithm_has_a_key_suffix_of_its_own():
