@@ -24,7 +24,10 @@
 -- from the others.
 --
 -- Returns {admitted, now_us, then for each policy i:
---          allowed (1/0), count x 1000, remaining, retry_ms, reset_ms, blocked_us}
+--          allowed, count x 1000, remaining, retry_ms, reset_ms, blocked_us}
+-- allowed is 1 when the policy allowed the request, 0 when it denied it, and 2 when it
+-- denied it and this call started its lockout (once per lock: ratelimits.signals'
+-- lockout_started).
 -- blocked_us is how long, from now, the key denies every request of this cost or more
 -- whatever happens elsewhere (only admissions consume, only time frees): a denied
 -- policy's retry time (0 for a cost it can never grant), or
@@ -87,7 +90,7 @@ end
 local function start_lockout(key, r, lockout_us, now_us)
   if lockout_us > 0 and not r.locked then
     redis.call('SET', lock_key(key), int(now_us + lockout_us), 'PX', ceil_div(lockout_us, 1000))
-    r.locked = true
+    r.locked, r.started = true, true
     r.retry_us = math.max(r.retry_us, lockout_us)
     r.reset_us = math.max(r.reset_us, r.retry_us)
   end
@@ -137,7 +140,7 @@ local function decide(KEYS, ARGV)
       blocked_us = 0
     end
     return {
-      (allowed or ARGV[6] ~= '1') and 1 or 0, now_us, allowed and 1 or 0,
+      (allowed or ARGV[6] ~= '1') and 1 or 0, now_us, allowed and 1 or (r.started and 2 or 0),
       math.floor(r.count * 1000 + 0.5), r.remaining, math.ceil(r.retry_us / 1000),
       math.ceil(r.reset_us / 1000), blocked_us,
     }
@@ -190,7 +193,7 @@ local function decide(KEYS, ARGV)
     if algorithms[i].released then
       blocked_us = 0
     end
-    reply[n + 1] = allowed and 1 or 0
+    reply[n + 1] = allowed and 1 or (r.started and 2 or 0)
     reply[n + 2] = math.floor(r.count * 1000 + 0.5)
     reply[n + 3] = r.remaining
     reply[n + 4] = math.ceil(r.retry_us / 1000)

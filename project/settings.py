@@ -92,6 +92,8 @@ REST_FRAMEWORK = {
 RATELIMITS = {
     "CACHE": "default",
     "NUM_PROXIES": int(os.environ.get("RATELIMITS_NUM_PROXIES", "0")),
+    # Every sign-in attempt recorded (admin: Sign-in attempts), off the request path.
+    "SIGN_IN_AUDIT": True,
 }
 
 LOGGING = {

@@ -22,9 +22,11 @@ class RateLimitsConfig(AppConfig):
         from ratelimits.database import policy_source, receivers
         from ratelimits.engine.reporting import observers as reporting
         from ratelimits.engine.table import current as table
+        from ratelimits.http import sign_in_audit
 
         table.set_source(policy_source.load, release=policy_source.close_connections)
         receivers.connect()
+        sign_in_audit.connect()
         if find_spec("prometheus_client") is not None:
             from ratelimits import prometheus
 

@@ -108,6 +108,17 @@ DEFAULTS: dict[str, Any] = {
     # as ratelimits' other faces do; "raise" raises django-ratelimit's Ratelimited (a
     # PermissionDenied: a 403, or its RATELIMIT_VIEW under its middleware).
     "DJANGO_RATELIMIT_BLOCK": "429",
+    # Keep a record of every sign-in attempt (username as typed, address, user agent,
+    # path, result) in the SignInAttempt model, written by a thread of each process, never
+    # while the request waits. None (unset): off, and check ratelimits.I023 suggests it
+    # where RateLimitBackend is installed; False: off, quietly.
+    "SIGN_IN_AUDIT": None,
+    # Days a sign-in record is kept; `ratelimits audit-cleanup` deletes older ones.
+    "SIGN_IN_AUDIT_RETENTION": 90,
+    # Seconds between a worker's writes of its sign-in records (sooner with 500 waiting).
+    "SIGN_IN_AUDIT_FLUSH_INTERVAL": 2.0,
+    # Write usernames in the log's sign-in lines; False: their hashed identity (n:<hex>).
+    "SIGN_IN_LOG_USERNAMES": True,
 }
 
 

@@ -330,4 +330,3 @@ class SignInAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_result_display()}: {self.username or '-'} from {self.address or '-'}"
-

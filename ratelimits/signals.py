@@ -1,21 +1,32 @@
 """The app's signals, and how the faces send them about a request.
 
 :data:`policy_changed` is sent by the announcement of a committed policy change
-(:mod:`ratelimits.database.announcements`); :data:`request_throttled` and
-:data:`request_near_limit` by the faces, through :func:`send` and :func:`asend`.
+(:mod:`ratelimits.database.announcements`); :data:`request_throttled`,
+:data:`request_near_limit` and :data:`lockout_started` by the faces, through :func:`send`
+and :func:`asend`; :data:`lockout_lifted` by the operator's reset
+(:mod:`ratelimits.tools.lifting`).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.dispatch import Signal
 
 from ratelimits.engine.decision import Decision, Verdict
+from ratelimits.engine.keys.kinds import Facts
+from ratelimits.engine.reporting import sign_in_log
 
-__all__ = ["policy_changed", "request_near_limit", "request_throttled"]
+__all__ = [
+    "lockout_lifted",
+    "lockout_started",
+    "policy_changed",
+    "request_near_limit",
+    "request_throttled",
+]
 
 logger = logging.getLogger("ratelimits")
 
@@ -42,6 +53,26 @@ request_throttled = Signal()
 #: awaited on the async path.
 request_near_limit = Signal()
 
+#: Sent once when a lockout starts: by the request whose denial started a policy's lockout
+#: (``Policy.lockout``; a sign-in policy's, or any other's), from ``sender`` the face
+#: (``RateLimitBackend`` for a sign-in). Keyword arguments: ``request``, ``policy`` (its
+#: name), ``identity`` (who is locked out, as the keys name it), ``username`` (the
+#: username the sign-in typed, as typed; ``None`` outside a sign-in), ``address`` (the
+#: client's address behind the trusted proxies), ``until`` (an aware UTC ``datetime``:
+#: when the client may try again, the lock's end) and ``decision``. The requests refused
+#: during the lock send :data:`request_throttled`, never this again. Receivers run on the
+#: request path (mail in a task queue, not here); one that raises is logged. Async
+#: receivers are awaited on the async path.
+lockout_started = Signal()
+
+#: Sent when an operator lifts a lock (``manage.py ratelimits reset``, the admin's
+#: actions), once per policy and client whose lock was removed, from ``sender`` the tool
+#: (the command, or the admin). Keyword arguments: ``policy``, ``identity`` (the locked
+#: key's identity, a pair's too), ``lifted`` (what the operator asked to lift, as typed:
+#: ``ip:203.0.113.7``, ``username:alice``) and ``by`` (the admin's user, ``None`` from the
+#: command).
+lockout_lifted = Signal()
+
 
 @dataclass(frozen=True, slots=True)
 class Announcement:
@@ -53,15 +84,37 @@ class Announcement:
     about: dict[str, Any]
 
 
-def announcements(verdict: Verdict) -> list[Announcement]:
-    """What a face sends about ``verdict``: :data:`request_throttled` for a denial, else
-    :data:`request_near_limit` for each policy it took near its limit (often nothing)."""
+def announcements(verdict: Verdict, facts: Facts | None = None) -> list[Announcement]:
+    """What a face sends about ``verdict``: :data:`lockout_started` for each lockout it
+    started (logged at WARNING; ``facts``: the request's, for the username and address),
+    :data:`request_throttled` for a denial, else :data:`request_near_limit` for each
+    policy it took near its limit (often nothing)."""
+    sent = [_started(d, facts) for d in verdict.decisions if d.lockout_started]
     if not verdict.allowed:
-        return [_throttled(verdict)]
+        return [*sent, _throttled(verdict)]
     return [
-        Announcement(request_near_limit, "request_near_limit", _near(decision))
-        for decision in verdict.near_limit
+        *sent,
+        *(
+            Announcement(request_near_limit, "request_near_limit", _near(decision))
+            for decision in verdict.near_limit
+        ),
     ]
+
+
+def _started(decision: Decision, facts: Facts | None) -> Announcement:
+    username = None if facts is None else facts.username
+    address = "" if facts is None else facts.address
+    until = datetime.now(UTC) + timedelta(seconds=decision.retry_after)
+    sign_in_log.lockout(decision.policy, decision.identity, username, address, until)
+    about = {
+        "policy": decision.policy,
+        "identity": decision.identity,
+        "username": username,
+        "address": address,
+        "until": until,
+        "decision": decision,
+    }
+    return Announcement(lockout_started, "lockout_started", about)
 
 
 def send(sender: object, request: Any, sent: list[Announcement]) -> None:

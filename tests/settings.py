@@ -10,7 +10,7 @@ import os
 import tempfile
 
 from project.settings import *  # noqa: F403
-from project.settings import DATABASES, INSTALLED_APPS
+from project.settings import DATABASES, INSTALLED_APPS, RATELIMITS
 from ratelimits.testutils import free_port
 from tests.postgres import settings_entry
 
@@ -30,4 +30,7 @@ else:
 # DRF's TokenAuthentication, for the API-client tests (tests/faces/test_api_clients.py).
 INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework.authtoken"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The sign-in audit's writer thread would write outside each test's transaction: its
+# tests (tests/security/test_sign_in_audit.py) turn it on and flush themselves.
+RATELIMITS = {**RATELIMITS, "SIGN_IN_AUDIT": False}
 LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -6,9 +6,10 @@ One module per concern: :mod:`~ratelimits.checks.settings` (the ``RATELIMITS`` s
 :mod:`~ratelimits.checks.addresses` (trusted proxies),
 :mod:`~ratelimits.checks.django_ratelimit` (django-ratelimit's settings),
 :mod:`~ratelimits.checks.installation` (the cache, the Lua code, the faces),
-:mod:`~ratelimits.checks.policies` (database checks of the policies and sign-in protection)
-and :mod:`~ratelimits.checks.server` (deploy checks that talk to Redis). Importing this
-package registers them all.
+:mod:`~ratelimits.checks.policies` (database checks of the policies and sign-in protection),
+:mod:`~ratelimits.checks.sign_in_audit` (the sign-in audit trail's switch) and
+:mod:`~ratelimits.checks.server` (deploy checks that talk to Redis). Importing this package
+registers them all.
 """
 
 from ratelimits.checks import (
@@ -18,6 +19,7 @@ from ratelimits.checks import (
     policies,
     server,
     settings,
+    sign_in_audit,
 )
 from ratelimits.checks.installation import check_cache
 from ratelimits.checks.names import (
@@ -41,4 +43,5 @@ __all__ = [
     "policies",
     "server",
     "settings",
+    "sign_in_audit",
 ]

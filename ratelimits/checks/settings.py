@@ -23,6 +23,7 @@ _POSITIVE_NUMBERS = (
     "POLICY_MAX_AGE",
     "BREAKER_COOLDOWN",
     "METRICS_FLUSH_INTERVAL",
+    "SIGN_IN_AUDIT_FLUSH_INTERVAL",
 )
 
 
@@ -63,6 +64,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         problems.append("BREAKER_THRESHOLD must be an integer >= 1")
     if not _is_integer(value["MAX_COST"]) or value["MAX_COST"] < 1:
         problems.append("MAX_COST must be an integer >= 1")
+    if value["SIGN_IN_AUDIT"] not in (None, True, False):
+        problems.append("SIGN_IN_AUDIT must be True or False")
+    if not _is_integer(value["SIGN_IN_AUDIT_RETENTION"]) or value["SIGN_IN_AUDIT_RETENTION"] < 1:
+        problems.append("SIGN_IN_AUDIT_RETENTION must be a whole number of days >= 1")
+    if not isinstance(value["SIGN_IN_LOG_USERNAMES"], bool):
+        problems.append("SIGN_IN_LOG_USERNAMES must be True or False")
     if value["DJANGO_RATELIMIT_BLOCK"] not in ("429", "raise"):
         problems.append("DJANGO_RATELIMIT_BLOCK must be '429' or 'raise'")
     if not _is_integer(value["IPV6_PREFIX"]) or not 0 <= value["IPV6_PREFIX"] <= 128:

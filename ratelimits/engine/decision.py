@@ -36,6 +36,8 @@ class Decision:
     unit of quota frees up. ``failed`` is true when Redis could not answer and
     ``allowed`` comes from the policy's ``fail_open``. ``cached`` is true for a denial the
     worker answered itself, from an earlier answer of Redis (see :mod:`ratelimits.engine.denials`).
+    ``lockout_started`` is true for the denial that started the policy's lockout (once per
+    lock; ``retry_after`` is then the lock's length, or the window's wait when longer).
     """
 
     policy: str
@@ -50,6 +52,7 @@ class Decision:
     reset: float
     failed: bool = False
     cached: bool = False
+    lockout_started: bool = False
 
     @property
     def available(self) -> int:

@@ -94,6 +94,7 @@ def remember(check: Check, decision: Decision, blocked_s: float, sent_at: float,
         retry_after=blocked_s,
         reset=blocked_s,
         cached=True,
+        lockout_started=False,
     )
     slot = _slot(check)
     with _lock:

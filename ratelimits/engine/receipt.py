@@ -67,7 +67,7 @@ def receipt_of(checks: Sequence[Check], reply: replies.Reply) -> Receipt | None:
         return None
     held, times, marks = [], [], []
     for index, check in enumerate(checks):
-        if check.policy.gives_back and replies.field(reply, index, replies.ALLOWED):
+        if check.policy.gives_back and replies.allows(reply, index):
             held.append(check)
             times.append(replies.call_time_us(reply, index, len(checks)))
             marks.append(replies.field(reply, index, replies.COUNT_MILLI) // 1000)

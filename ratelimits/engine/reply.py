@@ -4,6 +4,9 @@ header gives:
     {admitted, now_us, then for each policy i: allowed, count x 1000, remaining,
      retry_ms, reset_ms, blocked_us}
 
+where ``allowed`` is :data:`DENIED`, :data:`ADMITTED` or :data:`LOCKOUT_STARTED` (denied,
+and this call started the policy's lockout): read it with :func:`allows`.
+
 A reply merged from several calls (a cluster's hash slots: :func:`merged`) carries, after
 the policies' fields, each policy's own call time in microseconds (:func:`call_time_us`).
 """
@@ -17,6 +20,8 @@ FIELDS = 6
 ALLOWED, COUNT_MILLI, REMAINING, RETRY_MS, RESET_MS, BLOCKED_US = range(FIELDS)
 #: Fields in front of the policies': admitted, now_us.
 _HEAD = 2
+#: The values of a policy's ``allowed`` field.
+DENIED, ADMITTED, LOCKOUT_STARTED = 0, 1, 2
 
 Reply = list[int]
 
@@ -40,6 +45,12 @@ def fields(reply: Reply, index: int) -> Reply:
 def field(reply: Reply, index: int, which: int) -> int:
     """One field (:data:`ALLOWED` ... :data:`BLOCKED_US`) of policy ``index``."""
     return int(reply[_HEAD + FIELDS * index + which])
+
+
+def allows(reply: Reply, index: int) -> bool:
+    """Whether policy ``index`` allowed the request (its ``allowed`` field is
+    :data:`ADMITTED`; :data:`LOCKOUT_STARTED` is a denial)."""
+    return int(reply[_HEAD + FIELDS * index + ALLOWED]) == ADMITTED
 
 
 def call_time_us(reply: Reply, index: int, policies: int) -> int:

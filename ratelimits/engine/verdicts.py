@@ -24,12 +24,13 @@ def verdict_from(checks: Sequence[Check], reply: replies.Reply) -> tuple[int, Ve
 def _decision(check: Check, reply: replies.Reply, index: int) -> Decision:
     allowed, count_milli, remaining, retry_ms, reset_ms, _ = replies.fields(reply, index)
     policy = check.policy
-    if not allowed and check.units > 1 and check.units > policy.capacities[check.shard]:
+    denied = allowed != replies.ADMITTED
+    if denied and check.units > 1 and check.units > policy.capacities[check.shard]:
         _warn_oversized(check)
     return Decision(
         policy=policy.name,
         identity=check.identity,
-        allowed=bool(allowed),
+        allowed=allowed == replies.ADMITTED,
         enforce=policy.enforce,
         limit=policy.limit,
         window=policy.window,
@@ -37,6 +38,7 @@ def _decision(check: Check, reply: replies.Reply, index: int) -> Decision:
         remaining=int(remaining),
         retry_after=retry_ms / 1000,
         reset=reset_ms / 1000,
+        lockout_started=allowed == replies.LOCKOUT_STARTED,
     )
 
 

@@ -34,6 +34,8 @@ from ratelimits.http.pipeline import core, drivers
 
 #: Where a request keeps its sign-in attempts, on Django's ``HttpRequest``.
 ATTEMPTS_ATTRIBUTE = "_ratelimits_sign_ins"
+#: Where a request keeps the username its last sign-in typed (the audit trail's).
+TYPED_ATTRIBUTE = "_ratelimits_typed_username"
 #: The outcome given to an attempt's receipt: a failure keeps its units, anything else
 #: (read as a success) gives them back.
 _FAILED, _NOT_FAILED = FAILURE_STATUS, 200
@@ -71,6 +73,7 @@ def attempt(sender: object, request: Any, credentials: Mapping[str, Any]) -> Ver
     if http is None:
         return None
     made = _Attempt()
+    http.__dict__[TYPED_ATTRIBUTE] = attempted_username(credentials)
     return _attempted(http, made, drivers.run(http, _ask(sender, credentials, made)))
 
 
@@ -80,6 +83,7 @@ async def aattempt(sender: object, request: Any, credentials: Mapping[str, Any])
     if http is None:
         return None
     made = _Attempt()
+    http.__dict__[TYPED_ATTRIBUTE] = attempted_username(credentials)
     return _attempted(http, made, await drivers.arun(http, _ask(sender, credentials, made)))
 
 
@@ -98,6 +102,20 @@ def refusal(request: Any) -> Verdict | None:
         if made.verdict is not None and not made.verdict.allowed:
             return made.verdict
     return None
+
+
+def refused_by(request: Any) -> Verdict | None:
+    """The verdict that refused a sign-in of ``request`` before its password was checked
+    (over a sign-in policy's limit, or locked out), if one did."""
+    for made in getattr(_django_request(request), ATTEMPTS_ATTRIBUTE, ()):
+        if made.verdict is not None and not made.verdict.allowed:
+            return made.verdict
+    return None
+
+
+def typed_username(request: Any) -> Any:
+    """The username the last sign-in of ``request`` typed (``None``: none seen)."""
+    return getattr(_django_request(request), TYPED_ATTRIBUTE, None)
 
 
 def _ask(sender: object, credentials: Mapping[str, Any], made: _Attempt) -> core.Ask:

@@ -130,7 +130,7 @@ def plan(request: Any, ask: Ask) -> Plan:
     attach_decisions(request, verdict.decisions)
     if verdict.receipt is not None:
         afterwards.hold(request, verdict.receipt, ask.status_of, outcome=ask.outcome)
-    sent = announcements(verdict)
+    sent = announcements(verdict, known)
     if sent:
         yield Announce(ask.sender, sent)
     if ask.answers and not verdict.allowed:

@@ -23,6 +23,7 @@ from typing import Any
 
 import redis
 
+from ratelimits.engine import reply as replies
 from ratelimits.engine.calls import LOOK, POLICY_SLOTS, RECORD, decide_call
 from ratelimits.engine.keys.exemptions import networks as exempt_networks
 from ratelimits.engine.keys.names import build_key
@@ -315,7 +316,7 @@ class Replay:
     ) -> None:
         admitted = bool(reply[0])
         for index, (tally, client) in enumerate(targets):
-            allowed = bool(reply[2 + 6 * index])
+            allowed = replies.allows(reply, index)
             if admitted:
                 tally.decided(client, True, at)
             elif not allowed:
