@@ -17,8 +17,13 @@ class RateLimitsConfig(AppConfig):
 
     def ready(self) -> None:
         """Register the checks, load the policy table from the database, announce policy
-        changes, and count decisions for Prometheus (with the ``prometheus`` extra)."""
-        from ratelimits import checks  # noqa: F401 - registers the system checks
+        changes, record sign-in attempts, keep ``login()`` working beside the sign-in
+        backend and lift lockouts on a new password (:func:`ratelimits.backends.connect`),
+        and count decisions for Prometheus (with the ``prometheus`` extra)."""
+        from ratelimits import (
+            backends,
+            checks,  # noqa: F401 - registers the system checks
+        )
         from ratelimits.database import policy_source, receivers
         from ratelimits.engine.reporting import observers as reporting
         from ratelimits.engine.table import current as table
@@ -26,6 +31,7 @@ class RateLimitsConfig(AppConfig):
 
         table.set_source(policy_source.load, release=policy_source.close_connections)
         receivers.connect()
+        backends.connect()
         sign_in_audit.connect()
         if find_spec("prometheus_client") is not None:
             from ratelimits import prometheus

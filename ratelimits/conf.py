@@ -119,6 +119,11 @@ DEFAULTS: dict[str, Any] = {
     "SIGN_IN_AUDIT_FLUSH_INTERVAL": 2.0,
     # Write usernames in the log's sign-in lines; False: their hashed identity (n:<hex>).
     "SIGN_IN_LOG_USERNAMES": True,
+    # Dotted path of a callable (request, credentials) -> the username of the account the
+    # sign-in's credentials name, or None: a per-username policy then counts that account
+    # whichever name the site's lookup accepted (an e-mail or a username). None: the
+    # attempted username, folded as wide as case- and accent-insensitive lookups.
+    "SIGN_IN_ACCOUNT": None,
 }
 
 

@@ -68,6 +68,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         problems.append("SIGN_IN_AUDIT must be True or False")
     if not _is_integer(value["SIGN_IN_AUDIT_RETENTION"]) or value["SIGN_IN_AUDIT_RETENTION"] < 1:
         problems.append("SIGN_IN_AUDIT_RETENTION must be a whole number of days >= 1")
+    if value["SIGN_IN_ACCOUNT"] is not None and not _imports_callable(value["SIGN_IN_ACCOUNT"]):
+        problems.append(
+            "SIGN_IN_ACCOUNT must be the dotted path of a callable (request, credentials), "
+            f"not {value['SIGN_IN_ACCOUNT']!r}"
+        )
     if not isinstance(value["SIGN_IN_LOG_USERNAMES"], bool):
         problems.append("SIGN_IN_LOG_USERNAMES must be True or False")
     if value["DJANGO_RATELIMIT_BLOCK"] not in ("429", "raise"):
@@ -209,3 +214,13 @@ def _is_integer(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _imports_callable(path: object) -> bool:
+    """True when ``path`` is a dotted path that imports a callable."""
+    if not isinstance(path, str):
+        return False
+    try:
+        return callable(import_string(path))
+    except ImportError:
+        return False

@@ -2,10 +2,11 @@
 
 ``Retry-After`` is the whole seconds, rounded up, until a slot frees; the RateLimit
 fields (when ``HEADERS`` is on) describe every policy decided for the request. The body
-is JSON when the client prefers JSON to HTML (its ``Accept`` header), a line of text
-otherwise. ``RATELIMITS["THROTTLED_VIEW"]`` names a view ``(request, exception)`` that
-renders it instead, as ``CSRF_FAILURE_VIEW`` does for CSRF failures; the headers are
-added to what it returns when it leaves them out.
+is JSON when the client prefers JSON to HTML (its ``Accept`` header) or sends
+``X-Requested-With: XMLHttpRequest`` (jQuery's and many front ends' mark of a script's
+request), a line of text otherwise. ``RATELIMITS["THROTTLED_VIEW"]`` names a view
+``(request, exception)`` that renders it instead, as ``CSRF_FAILURE_VIEW`` does for CSRF
+failures; the headers are added to what it returns when it leaves them out.
 """
 
 from __future__ import annotations
@@ -59,10 +60,20 @@ async def athrottled(request: Any, verdict: Verdict) -> HttpResponse:
 def default(request: Any, exception: Throttled) -> HttpResponse:
     """The built-in 429: ``{"detail": ..., "retry_after": N}`` for JSON clients, else text."""
     detail = f"Too many requests. Try again in {exception.retry_after} seconds."
-    if prefers_json(request.META.get("HTTP_ACCEPT", "")):
+    if wants_json(request):
         body = {"detail": detail, "retry_after": exception.retry_after}
         return JsonResponse(body, status=STATUS)
     return HttpResponse(detail + "\n", status=STATUS, content_type="text/plain; charset=utf-8")
+
+
+def wants_json(request: Any) -> bool:
+    """True when ``request`` should get JSON: its ``Accept`` header prefers it
+    (:func:`prefers_json`), or it says it comes from a script (``X-Requested-With:
+    XMLHttpRequest``, as jQuery and many front ends send)."""
+    meta = request.META
+    if meta.get("HTTP_X_REQUESTED_WITH", "").strip().lower() == "xmlhttprequest":
+        return True
+    return prefers_json(meta.get("HTTP_ACCEPT", ""))
 
 
 def prefers_json(accept: str) -> bool:

@@ -23,15 +23,29 @@ everyone (``global``): the key kinds of :mod:`ratelimits.engine.keys.kinds`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
+from django.utils.module_loading import import_string
 
+from ratelimits.conf import app_settings
 from ratelimits.engine.decision import Verdict
+from ratelimits.engine.keys.identity import username_identity
+from ratelimits.engine.keys.names import LOCK_SUFFIX
 from ratelimits.engine.receipt import FAILURE_STATUS
+from ratelimits.engine.store import connection
+from ratelimits.engine.table.current import get_table
 from ratelimits.http.pipeline import core, drivers
 
+logger = logging.getLogger("ratelimits")
+
+#: The key kind of a policy that counts the username alone.
+USERNAME = "username"
 #: Where a request keeps its sign-in attempts, on Django's ``HttpRequest``.
 ATTEMPTS_ATTRIBUTE = "_ratelimits_sign_ins"
 #: Where a request keeps the username its last sign-in typed (the audit trail's).
@@ -64,6 +78,56 @@ def attempted_username(credentials: Mapping[str, Any]) -> Any:
     return None
 
 
+def counted_username(request: Any, credentials: Mapping[str, Any]) -> str | None:
+    """The username a sign-in is counted by: the account's, when
+    ``RATELIMITS["SIGN_IN_ACCOUNT"]`` names a callable ``(request, credentials)`` and it
+    returns one (so every name the site's lookup accepts for an account, an e-mail or a
+    username, counts as that account), else the attempted username. The key kinds fold it
+    (:func:`ratelimits.engine.keys.usernames.fold`). A callable that raises is logged, and
+    the attempted username counts."""
+    path = app_settings.SIGN_IN_ACCOUNT
+    if path:
+        try:
+            found = _account_hook(path)(request, credentials)
+        except Exception:  # a site's hook must never open the door: count as typed
+            logger.exception("ratelimits: SIGN_IN_ACCOUNT %r failed", path)
+            found = None
+        if found:
+            return str(found)
+    username = attempted_username(credentials)
+    return None if username is None else str(username)
+
+
+@functools.cache
+def _account_hook(path: str) -> Callable[[Any, Mapping[str, Any]], Any]:
+    return import_string(path)  # type: ignore[no-any-return]
+
+
+def lift_account(username: str) -> int:
+    """Clear ``username``'s failures and lift its lockouts under every sign-in policy keyed
+    by the username alone (its keys, exactly: no scan), after its password changed (see
+    :func:`ratelimits.backends.password_changed`). A pair's (``username+ip``) stays: it
+    holds one address, and ends with its lockout or ``ratelimits reset --identity``.
+    Returns how many keys it deleted; a Redis that cannot answer is logged, never raised."""
+    identity = username_identity(username)
+    if identity is None:
+        return 0
+    keys = []
+    for policy in get_table().policies:
+        if policy.signs_in and policy.kind.name == USERNAME:
+            key = policy.key_for(identity)
+            keys += [key, f"{key.rsplit(':', 1)[0]}:{LOCK_SUFFIX}"]
+    if not keys:
+        return 0
+    try:  # one hash tag, the identity: one slot on a cluster
+        return int(connection.get_tool_client().delete(*keys))
+    except connection.REDIS_ERRORS as error:
+        logger.warning(
+            "ratelimits: could not lift the sign-in lockouts of a changed password: %s", error
+        )
+        return 0
+
+
 def attempt(sender: object, request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
     """Spend a unit of each sign-in policy matching ``request`` for this attempt, through
     the one pipeline (:func:`ratelimits.http.pipeline.run`; ``sender`` names the face in
@@ -74,7 +138,8 @@ def attempt(sender: object, request: Any, credentials: Mapping[str, Any]) -> Ver
         return None
     made = _Attempt()
     http.__dict__[TYPED_ATTRIBUTE] = attempted_username(credentials)
-    return _attempted(http, made, drivers.run(http, _ask(sender, credentials, made)))
+    ask = _ask(sender, counted_username(http, credentials), made)
+    return _attempted(http, made, drivers.run(http, ask))
 
 
 async def aattempt(sender: object, request: Any, credentials: Mapping[str, Any]) -> Verdict | None:
@@ -84,7 +149,12 @@ async def aattempt(sender: object, request: Any, credentials: Mapping[str, Any])
         return None
     made = _Attempt()
     http.__dict__[TYPED_ATTRIBUTE] = attempted_username(credentials)
-    return _attempted(http, made, await drivers.arun(http, _ask(sender, credentials, made)))
+    if app_settings.SIGN_IN_ACCOUNT:  # the site's lookup may query its database
+        username = await sync_to_async(counted_username)(http, credentials)
+    else:
+        username = counted_username(http, credentials)
+    ask = _ask(sender, username, made)
+    return _attempted(http, made, await drivers.arun(http, ask))
 
 
 def failed(request: Any) -> None:
@@ -96,12 +166,45 @@ def failed(request: Any) -> None:
 
 
 def refusal(request: Any) -> Verdict | None:
-    """The verdict that refused a sign-in of ``request``, if one was refused (the
-    middleware answers it with a 429)."""
+    """The verdict that refused a sign-in of ``request``, if one was refused, or that
+    locks it out from now (the middleware answers either with a 429): a failed attempt
+    that spent the last unit of an enforcing policy with a lockout starts that lockout
+    (:func:`locking`)."""
     for made in getattr(_django_request(request), ATTEMPTS_ATTRIBUTE, ()):
-        if made.verdict is not None and not made.verdict.allowed:
-            return made.verdict
+        verdict = made.verdict
+        if verdict is None:
+            continue
+        if not verdict.allowed:
+            return verdict
+        if made.failed:
+            locked = locking(verdict)
+            if locked is not None:
+                return locked
     return None
+
+
+def locking(verdict: Verdict) -> Verdict | None:
+    """The lockout a failed attempt admitted by ``verdict`` starts, as a refusal; ``None``
+    when it starts none.
+
+    The failure that spends an enforcing policy's last unit is the last one admitted: the
+    next attempt is denied, and its denial starts the policy's lockout in Redis
+    (``lua/decide.lua``), so this failure is answered as locked already, as django-axes
+    answers the Nth failure. Its ``Retry-After`` is the lockout, or the window's wait for a
+    unit when that is longer: an attempt after it is admitted."""
+    receipt = verdict.receipt
+    if receipt is None:
+        return None
+    lockouts = {check.policy.name: check.policy.lockout for check in receipt.checks}
+    locked = []
+    for decision in verdict.decisions:
+        lockout = lockouts.get(decision.policy, 0)
+        if lockout and decision.enforce and decision.allowed and decision.remaining == 0:
+            wait = max(float(lockout), decision.reset)
+            locked.append(
+                replace(decision, allowed=False, remaining=0, retry_after=wait, reset=wait)
+            )
+    return Verdict(tuple(locked)) if locked else None
 
 
 def refused_by(request: Any) -> Verdict | None:
@@ -118,14 +221,8 @@ def typed_username(request: Any) -> Any:
     return getattr(_django_request(request), TYPED_ATTRIBUTE, None)
 
 
-def _ask(sender: object, credentials: Mapping[str, Any], made: _Attempt) -> core.Ask:
-    username = attempted_username(credentials)
-    return core.Ask(
-        sender,
-        sign_in=True,
-        username=None if username is None else str(username),
-        outcome=made.outcome,
-    )
+def _ask(sender: object, username: str | None, made: _Attempt) -> core.Ask:
+    return core.Ask(sender, sign_in=True, username=username, outcome=made.outcome)
 
 
 def _attempted(http: Any, made: _Attempt, passage: core.Passage) -> Verdict | None:

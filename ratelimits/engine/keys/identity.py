@@ -21,8 +21,10 @@ user           ``a:<32 hex>``                an API client authenticated as some
 anon           ``ip:203.0.113.7``            as ``ip``, for a request without a user; a
                                              request with one is not counted (``None``)
 global         ``global``                    one counter for everyone
-username       ``n:<32 hex>``                the username a sign-in attempts, case-folded,
-                                             always hashed (:func:`username_identity`)
+username       ``n:<32 hex>``                the username a sign-in attempts, folded as
+                                             wide as case- and accent-insensitive
+                                             lookups (:mod:`~.usernames`), always hashed
+                                             (:func:`username_identity`)
 session        ``s:<32 hex>``                the browser session, always hashed; the IP
                                              without a session
 a+b            ``n:<32 hex>+ip:203.0.113.7``  a pair of kinds: both identities, joined
@@ -48,6 +50,7 @@ from typing import Any
 from django.conf import settings
 
 from ratelimits.conf import app_settings, resets_on_setting_change
+from ratelimits.engine.keys.usernames import fold
 
 GLOBAL = "global"
 _READABLE_PK = re.compile(r"[A-Za-z0-9_-]{1,40}")
@@ -151,11 +154,12 @@ def header_identity(name: str, value: str | bytes, key: bytes | None = None) -> 
 
 
 def username_identity(username: object) -> str | None:
-    """``n:<32 hex>``: the identity of the username a sign-in attempts, case-folded and
-    stripped (so ``Alice`` and ``alice `` share a counter, as a case-insensitive login
-    would let them), never stored readable; ``None`` for a blank one."""
+    """``n:<32 hex>``: the identity of the username a sign-in attempts, stripped and
+    folded (:func:`~.usernames.fold`: ``Alice``, ``alice `` and ``alice`` with a dotless
+    i share a counter, as a case-insensitive lookup finds one account under each), never
+    stored readable; ``None`` for a blank one."""
     text = username if isinstance(username, str) else "" if username is None else str(username)
-    text = text.strip().casefold()
+    text = fold(text)
     return f"n:{digest('username' + chr(0) + text)}" if text else None
 
 
