@@ -79,7 +79,7 @@ def reset_policy(
     """Delete the policy's keys (``who``'s only): ``(keys deleted, lockouts lifted)``,
     or ``None`` when Redis did not answer (said in a message)."""
     try:
-        removed = usage.reset_counters(policy.name, who)
+        removed = usage.reset_counters(policy.name, who, type(modeladmin), request.user)
     except (*connection.REDIS_ERRORS, ConfigurationError) as e:
         modeladmin.message_user(
             request, f"Redis {errors.what_went_wrong(e)}; nothing reset ({e}).", messages.ERROR

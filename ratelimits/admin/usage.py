@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from ratelimits.engine import algorithms
 from ratelimits.engine.keys.kinds import is_hashed
@@ -15,7 +16,7 @@ from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
-from ratelimits.tools import inventory, leases
+from ratelimits.tools import inventory, leases, lifting
 from ratelimits.tools.applied import with_overrides
 from ratelimits.tools.timing import NextReset, next_reset
 
@@ -171,9 +172,13 @@ def nearest_limits() -> NearestLimits:
     return NearestLimits(by_policy, keys_read, truncated=keys_read >= SCAN_LIMIT)
 
 
-def reset_counters(policy_name: str, who: str | None = None) -> tuple[int, int]:
-    """Delete the policy's keys (one client's with ``who``), their lockouts too:
+def reset_counters(
+    policy_name: str, who: str | None = None, sender: object = None, by: Any = None
+) -> tuple[int, int]:
+    """Delete the policy's keys (one client's with ``who``), their lockouts too, each
+    lifted lock announced (``lockout_lifted`` from ``sender``, ``by`` the admin's user):
     ``(keys deleted, lockouts lifted)``; raises on Redis errors."""
     client = connection.get_tool_client()
-    names = list(inventory.scan(client, policy=policy_name, identity=who))
-    return inventory.delete(client, names), sum(1 for name in names if name.lock)
+    names = tuple(inventory.scan(client, policy=policy_name, identity=who))
+    found = lifting.Found(who or policy_name, (who,) if who else (), names)
+    return lifting.lift(client, found, sender, by), len(found.locks)

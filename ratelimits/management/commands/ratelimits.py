@@ -1,8 +1,8 @@
 """``manage.py ratelimits``: see and fix what the limiter does, keep policies in files.
 
-Subcommands: ``policies``, ``keys``, ``inspect``, ``reset``, ``export``, ``import``,
-``check``, ``adopt``, ``simulate``, ``traffic``. Run ``manage.py ratelimits <subcommand>
---help`` for each one's options.
+Subcommands: ``policies``, ``keys``, ``inspect``, ``reset``, ``audit-cleanup``, ``export``,
+``import``, ``check``, ``adopt``, ``simulate``, ``traffic``. Run
+``manage.py ratelimits <subcommand> --help`` for each one's options.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits.cli.adopt import run_adopt
+from ratelimits.cli.audit import run_audit_cleanup
 from ratelimits.cli.check import run_check
 from ratelimits.cli.inspect import run_inspect
 from ratelimits.cli.keys import run_keys
@@ -39,6 +40,7 @@ SUBCOMMANDS = {
     "adopt": run_adopt,
     "simulate": functools.partial(run_simulate, embedded=start_embedded),
     "traffic": run_traffic,
+    "audit-cleanup": run_audit_cleanup,
 }
 
 
@@ -99,14 +101,32 @@ class Command(BaseCommand):
         look.add_argument("--identity", metavar="VALUE", help=f"The client: {IDENTITY_FORMS}.")
         self._json(look)
 
-        reset = sub.add_parser("reset", help="Delete a policy's keys (all, or one client's).")
-        reset.add_argument("--policy", metavar="NAME", required=True, help="The policy.")
+        reset = sub.add_parser(
+            "reset",
+            help="Delete a policy's keys (all, or one client's), or one client's keys in "
+            "every policy, lifting its lockouts.",
+        )
+        reset.add_argument(
+            "--policy",
+            metavar="NAME",
+            help="The policy. Without it, --identity's keys in every policy that counts it "
+            "(alone or in a pair such as username+ip).",
+        )
         reset.add_argument(
             "--identity", metavar="VALUE", help=f"Only this client: {IDENTITY_FORMS}."
         )
         reset.add_argument("--dry-run", action="store_true", help="List the keys; delete nothing.")
         reset.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
         self._json(reset)
+
+        cleanup = sub.add_parser(
+            "audit-cleanup",
+            help="Delete the sign-in records older than SIGN_IN_AUDIT_RETENTION days.",
+        )
+        cleanup.add_argument(
+            "--dry-run", action="store_true", help="Count the old records; delete nothing."
+        )
+        self._json(cleanup)
 
         export = sub.add_parser("export", help="Write every policy to a JSON or YAML file.")
         export.add_argument(
