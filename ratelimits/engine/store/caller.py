@@ -5,6 +5,13 @@ settings, outside the pool), so a request neither takes nor gives back a pooled
 connection: it writes the call's bytes (:mod:`ratelimits.engine.store.commands`) and
 reads one reply. A child process after ``fork`` opens its own connections.
 
+On a plain connection (TCP, TLS or a Unix socket read by hiredis: redis-py's defaults
+with hiredis installed) the call's bytes are written on the socket and its reply read
+from hiredis's reader directly, raising the errors redis-py raises for the same failures
+and handing a RESP3 push message to redis-py's parser as it does; any other connection
+(Sentinel's, a subclass, the pure-Python parser) goes through redis-py's
+``send_packed_command`` and ``read_response``.
+
 A server that lacks the code answers with an error; :func:`commands.recover` says what
 to send until the call has its reply, so a flushed or restarted server costs the
 request one or two more round trips, never an error. A held connection that the server
@@ -24,6 +31,11 @@ from typing import Any
 
 import redis
 from redis.connection import AbstractConnection
+
+try:  # redis-py 5.0 and later; absent or renamed: every connection reads through redis-py
+    from redis._parsers import hiredis as _hiredis_parsers
+except ImportError:  # pragma: no cover
+    _hiredis_parsers = None  # type: ignore[assignment]
 
 from ratelimits.engine.store import commands, failover, scripts
 from ratelimits.engine.store.commands import DecideCall, Recovery, bulk_strings
@@ -74,8 +86,10 @@ class Caller:
                 # connection class without ``_sock`` is asked to connect every time, which
                 # every redis-py's ``connect()`` does only when it is not connected.
                 connection.connect()  # through Sentinel, when the pool uses it
-            connection.send_packed_command((commands.packed(mode, call),), check_health=False)
             try:
+                if _is_plain(connection):
+                    return _round_trip(connection, commands.packed(mode, call))
+                connection.send_packed_command((commands.packed(mode, call),), check_health=False)
                 return connection.read_response()
             except redis.ResponseError as error:
                 reply, found = _drive(connection, commands.recover(call, mode, error))
@@ -106,6 +120,77 @@ class Caller:
         """Drop every thread's connection without closing it (after ``fork``: the
         parent still uses the sockets)."""
         self._held = threading.local()
+
+
+#: What hiredis's reader answers while a reply is incomplete, as redis-py sets it up
+#: (``False`` before redis-py's own sentinel object).
+_NOT_ENOUGH_DATA = getattr(_hiredis_parsers, "NOT_ENOUGH_DATA", False)
+_HiredisParser = getattr(_hiredis_parsers, "_HiredisParser", None)
+#: Whether a connection class writes and reads as :class:`AbstractConnection` does.
+_plain_classes: dict[type, bool] = {}
+
+
+def _is_plain(connection: AbstractConnection) -> bool:
+    """Whether ``connection`` may be written and read directly (see the module's doc):
+    its class keeps redis-py's own send and read, and hiredis reads it (RESP2, or RESP3
+    where redis-py's parser takes push messages)."""
+    kind = type(connection)
+    plain = _plain_classes.get(kind)
+    if plain is None:
+        plain = _plain_classes[kind] = (
+            _HiredisParser is not None
+            and isinstance(connection, AbstractConnection)
+            and kind.send_packed_command is AbstractConnection.send_packed_command
+            and kind.read_response is AbstractConnection.read_response
+        )
+    if not plain:
+        return False
+    parser = connection._parser
+    # RESP3 only where redis-py's parser takes push messages (redis-py 5.1 and later).
+    return type(parser) is _HiredisParser and (
+        getattr(connection, "protocol", 2) in (2, "2", None)
+        or hasattr(parser, "_hiredis_PushNotificationType")
+    )
+
+
+def _round_trip(connection: AbstractConnection, data: bytes) -> Any:
+    """Write ``data`` on ``connection``'s socket and read one reply with its hiredis
+    reader: what ``send_packed_command`` then ``read_response`` do, errors included (an
+    error reply raised, a timeout as ``redis.TimeoutError``, a socket error or a closed
+    connection as ``redis.ConnectionError``), without their layers. The caller
+    disconnects on any failure but an error reply."""
+    sock, parser = connection._sock, connection._parser
+    reader = getattr(parser, "_reader", None)
+    buffer = getattr(parser, "_buffer", None)
+    if sock is None or reader is None or buffer is None:  # redis-py's path says how
+        connection.send_packed_command((data,), check_health=False)
+        return connection.read_response()
+    pushed = getattr(parser, "_hiredis_PushNotificationType", None)
+    try:
+        sock.sendall(data)
+        while True:
+            reply = reader.gets()
+            if reply is _NOT_ENOUGH_DATA:
+                read = sock.recv_into(buffer)
+                if not read:
+                    raise redis.ConnectionError("Connection closed by server.")
+                reader.feed(buffer, 0, read)
+            elif pushed is not None and isinstance(reply, pushed):
+                parser.handle_push_response(reply)  # type: ignore[attr-defined]
+            else:
+                break
+    except TimeoutError:
+        raise redis.TimeoutError(f"Timeout talking to {_host(connection)}") from None
+    except OSError as error:
+        raise redis.ConnectionError(f"Error talking to {_host(connection)}: {error}") from error
+    if isinstance(reply, (redis.ResponseError, redis.ConnectionError)):
+        raise reply  # an error reply (a LOADING server's is a ConnectionError)
+    return reply
+
+
+def _host(connection: AbstractConnection) -> str:
+    describe = getattr(connection, "_host_error", None)
+    return describe() if describe is not None else repr(connection)
 
 
 def _drive(connection: AbstractConnection, plan: Recovery) -> tuple[Any, str]:

@@ -37,7 +37,8 @@ def bulk(value: bytes) -> bytes:
 
 def bulk_strings(values: Iterable[str]) -> bytes:
     """``values`` as consecutive RESP bulk strings (UTF-8)."""
-    return b"".join(bulk(value.encode()) for value in values)
+    encoded = [value.encode() for value in values]
+    return b"".join([b"$%d\r\n%b\r\n" % (len(value), value) for value in encoded])
 
 
 @dataclass(slots=True)  # one per request: read-only by contract, not frozen (cheaper)
