@@ -37,6 +37,7 @@ from ratelimits.testutils import RedisServer
 MODULES = (
     "hotpath",
     "overhead",
+    "latency",
     "asyncpath",
     "afterwards",
     "signin",

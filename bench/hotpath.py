@@ -11,6 +11,11 @@
   algorithm, against the ``limits`` library's moving-window ``hit()`` on the same server
   in the same run, both at 1,000 clients under their limit. And the fixed cost of a call
   with no keys (the call itself, reading the Redis clock and the reply).
+- **The round trip against its floor** (A/B): the limiter's decide call for one
+  ``sliding_counter`` policy (built from the request's checks, through the server's
+  circuit breaker, sent on the thread's connection and read back) against the floor: the
+  very same bytes written on a raw socket to the same server and the reply parsed by
+  ``hiredis``, with nothing else around them, in alternate rounds.
 - **The traffic record, on and off** (A/B): the same two figures for 1 ``sliding_counter``
   policy with ``RATELIMITS["TRAFFIC"]`` on and off, in alternate rounds. The record adds no
   Redis command to a request, so the Redis CPU per decision should not move; the Python
@@ -19,6 +24,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,7 +36,9 @@ from bench.common import DECIDE_COMMANDS, Context, Section, Target, markdown_tab
 from ratelimits.engine import limiter
 from ratelimits.engine.calls import decide_call
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
+from ratelimits.engine.steps import drive, plan
 from ratelimits.engine.store import caller, commands, connection
+from ratelimits.engine.store.route import current
 
 SCOPE = "hotpath"
 ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "token_bucket")
@@ -38,6 +46,8 @@ ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "
 CPU_BOUNDS = {"sliding_log": 1.0, "compact_log": 0.9, "sliding_counter": 0.6, "fixed_window": 0.6}
 BEYOND_BOUND_US = 25.0
 FIXED_COST_BOUND_US = 2.0
+#: The limiter's decide call, at most this times the raw socket + hiredis floor.
+FLOOR_BOUND = 1.3
 #: The traffic record: Redis CPU per decision with it on, at most this times off ...
 TRAFFIC_CPU_BOUND = 1.10
 #: ... and the Python it adds to a request, at most this many µs.
@@ -77,9 +87,18 @@ def _timed(function: Callable[[int], object], calls: int) -> float:
 
 @contextmanager
 def timing_io(record: list[float]) -> Iterator[None]:
-    """Add the seconds redis-py's connections spend sending and reading to ``record[0]``
-    (patched where redis-py defines them, and put back as they were)."""
+    """Add the seconds spent sending and reading to ``record[0]``: the caller's direct
+    round trip on a plain connection, redis-py's send and read on any other (patched
+    where they are defined, and put back as they were)."""
     send, read = AbstractConnection.send_packed_command, AbstractConnection.read_response
+    direct = caller._round_trip
+
+    def timed_direct(*args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return direct(*args)
+        finally:
+            record[0] += time.perf_counter() - started
 
     def timed_send(self: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -97,11 +116,13 @@ def timing_io(record: list[float]) -> Iterator[None]:
 
     AbstractConnection.send_packed_command = timed_send  # type: ignore[method-assign]
     AbstractConnection.read_response = timed_read  # type: ignore[method-assign]
+    caller._round_trip = timed_direct
     try:
         yield
     finally:
         AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
         AbstractConnection.read_response = read  # type: ignore[method-assign]
+        caller._round_trip = direct
 
 
 def beyond_round_trip(ctx: Context, policies: int) -> tuple[float, float, float]:
@@ -221,6 +242,58 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
     return found, theirs, fixed
 
 
+def _raw_socket(pool: Any) -> socket.socket:
+    """A plain socket to ``pool``'s server (TCP or a Unix socket), as redis-py sets it."""
+    kwargs = pool.connection_kwargs
+    if "path" in kwargs:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(kwargs["path"])
+        return sock
+    sock = socket.create_connection((kwargs.get("host", "localhost"), kwargs.get("port", 6379)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def round_trip_floor(ctx: Context) -> tuple[float, float]:
+    """``(the limiter's call µs, the floor µs)``, medians over alternating rounds: one
+    ``sliding_counter`` policy's decide call as the limiter makes it (from the checks to
+    the parsed reply, breaker included), and the same bytes on a raw socket, the reply
+    parsed by hiredis."""
+    import hiredis
+
+    policy = CompiledPolicy.build(
+        name="floor", endpoint="x", algorithm="sliding_counter", limit=LIMIT, window=3600
+    )
+    checks = [[Check(policy, f"ip:{_address(n)}")] for n in range(CLIENTS)]
+    limiter.decide(checks[0])  # the code is loaded, the thread's connection made
+    pool = connection.get_client().connection_pool  # type: ignore[union-attr]
+    mode = caller.for_pool(pool).mode
+    wire = [commands.packed(mode, decide_call(found)) for found in checks]
+    sock, buffer = _raw_socket(pool), bytearray(65536)
+
+    def floor(i: int) -> object:
+        sock.sendall(wire[i % CLIENTS])
+        reader = hiredis.Reader()
+        while True:
+            reader.feed(buffer, 0, sock.recv_into(buffer))
+            reply = reader.gets()
+            if reply is not False:
+                return reply
+
+    def ours(i: int) -> object:
+        return drive(plan(current(), checks[i % CLIENTS], record=True, now=None))
+
+    assert floor(0)[0] == ours(0)[0] == 1  # the same call, admitted both ways
+    calls = ctx.scaled(3000, 100)
+    found: dict[str, list[float]] = {"ours": [], "floor": []}
+    for run in range(max(ctx.runs, 2) * 2):
+        pair = (("ours", ours), ("floor", floor))
+        for name, function in pair if run % 2 else reversed(pair):
+            found[name].append(_timed(function, calls))
+    sock.close()
+    return median(found["ours"]), median(found["floor"])
+
+
 def traffic_ab(ctx: Context) -> dict[bool, tuple[float, float]]:
     """``{on: (Python beyond the round trip µs, Redis µs per decision)}`` with the traffic
     record on and off, one policy, the two settings in alternate rounds."""
@@ -297,6 +370,19 @@ def run(ctx: Context) -> Section:
             fixed <= FIXED_COST_BOUND_US,
         )
     )
+    ours_call, floor_call = round_trip_floor(ctx)
+    floor_rows = [
+        ["the limiter's decide call", f"{ours_call:.1f}", f"{ours_call / floor_call:.2f}x"],
+        ["raw socket + hiredis (the floor)", f"{floor_call:.1f}", "1.00x"],
+    ]
+    targets.append(
+        Target(
+            "The limiter's decide call vs a raw socket + hiredis (the floor)",
+            f"{ours_call / floor_call:.2f}x ({ours_call:.1f} µs vs {floor_call:.1f} µs)",
+            f"<= {FLOOR_BOUND}x",
+            ours_call / floor_call <= FLOOR_BOUND,
+        )
+    )
     traffic = traffic_ab(ctx)
     (python_on, cpu_on), (python_off, cpu_off) = traffic[True], traffic[False]
     traffic_rows = [
@@ -338,6 +424,7 @@ def run(ctx: Context) -> Section:
             markdown_table(
                 ["decision", "Redis µs per call", "vs limits moving window", "target"], cpu_rows
             ),
+            markdown_table(["round trip", "µs per call", "vs the floor"], floor_rows),
             markdown_table(
                 ["traffic record", "Python beyond the round trip (µs)", "Redis µs per decision"],
                 traffic_rows,
@@ -346,15 +433,19 @@ def run(ctx: Context) -> Section:
                 [
                     f"- The decide code ran as a Redis {ran_as} in this run.",
                     f"- Python beyond: median of {ctx.runs} runs of {ctx.scaled(4000, 200)} "
-                    "requests each. The round trip is timed inside each request, around "
-                    "redis-py's `send_packed_command` and `read_response`; what is left is "
-                    "Python. The bare calls send the very bytes of each request's call back "
-                    "to back on a held connection: they are faster than the round trip "
+                    "requests each. The round trip is timed inside each request, around the "
+                    "write of the call and the read of its reply; what is left is Python. "
+                    "The bare calls send the very bytes of each request's call back to back "
+                    "on a held connection: they are faster than the round trip "
                     "inside a request because a Redis that just answered is still awake; "
                     "after an idle gap, waking it on the other CPU costs more (on this VM a "
                     "`PING` takes about 30 µs back to back and about 75 µs after 200 µs "
                     "idle). So allow_request minus the bare call would count that wake-up "
                     "as Python.",
+                    "- The round trip against its floor: 1 policy, "
+                    f"{CLIENTS} clients in turn, every call admitted; median of "
+                    f"{max(ctx.runs, 2) * 2} rounds of {ctx.scaled(3000, 100)} calls, the "
+                    "two taking turns and alternating which goes first.",
                     f"- Redis CPU: {CLIENTS} clients at 1,000 per hour, each under its limit; "
                     f"median of {ctx.runs} runs of {ctx.scaled(3000, 100)} calls, `usec` over "
                     "`calls` of the outer command.",

@@ -45,10 +45,10 @@ def algorithms() -> list[str]:
     """The rate algorithms this version of the app has (compact_log when present).
     ``concurrency`` is left out: its slot is given back after the response, which this
     module's requests never close; :mod:`bench.afterwards` measures it with its give-back."""
+    from ratelimits.choices import AlgorithmChoice
     from ratelimits.engine.keys.names import ALGORITHM_SUFFIX
-    from ratelimits.models import Algorithm
 
-    return [a for a in ALGORITHM_SUFFIX if a in Algorithm.values and a != "concurrency"]
+    return [a for a in ALGORITHM_SUFFIX if a in AlgorithmChoice.values and a != "concurrency"]
 
 
 @dataclass(frozen=True)

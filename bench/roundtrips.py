@@ -4,9 +4,10 @@ Each limiter of :mod:`bench.overhead` (limit 1,000 per hour per client, so every
 is admitted) answers, after a warm-up, requests from new clients (each request from an
 address not seen before) and then from one returning client. Counted over them:
 
-- round trips: the writes redis-py makes on its connections from the request's thread
-  (``Connection.send_packed_command``: one per command, one per pipeline), and the
-  commands they carry, by name (``Redis.execute_command``);
+- round trips: the writes made on Redis connections from the request's thread (redis-py's
+  ``Connection.send_packed_command``: one per command, one per pipeline; the limiter's
+  own write of its decide call on a plain connection), and the commands they carry, by
+  name (``Redis.execute_command``);
 - what Redis ran: ``INFO commandstats`` deltas, which also count the commands a Lua script
   runs inside the one call, and the server's microseconds (``usec``) per request;
 - database queries: ``CaptureQueriesContext`` on the default connection.
@@ -48,6 +49,7 @@ from bench.overhead import (
     install,
     uninstall,
 )
+from ratelimits.engine.store import caller
 
 LIMIT = 1000
 #: Addresses from 10.128.0.0: none that :mod:`bench.overhead` used (a worker may remember
@@ -104,13 +106,28 @@ def recording() -> Iterator[Recorder]:
         finally:
             packing.active = False
 
+    # The limiter's calls on a plain connection bypass redis-py's send: counted there.
+    direct = caller._round_trip
+
+    def counted_direct(connection: Any, data: bytes) -> Any:
+        ours = threading.get_ident() == recorder.thread
+        if ours:
+            recorder.trips += 1
+            recorder.commands[_packed_name(data)] += 1
+        else:
+            recorder.background_trips += 1
+            recorder.background_commands[_packed_name(data)] += 1
+        return direct(connection, data)
+
     AbstractConnection.send_packed_command = counted_send  # type: ignore[method-assign]
     AbstractConnection.send_command = counted_command  # type: ignore[method-assign]
+    caller._round_trip = counted_direct
     try:
         yield recorder
     finally:
         AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
         AbstractConnection.send_command = command  # type: ignore[method-assign]
+        caller._round_trip = direct
 
 
 #: A request's one decide call, by the names commands are counted under here.

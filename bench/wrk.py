@@ -3,9 +3,10 @@ load generator drives the benchmark's site under gunicorn.
 
 gunicorn serves :mod:`bench.settings` with :data:`WORKERS` ``gthread`` workers, started
 and placed as in :mod:`bench.e2e`'s first placement (gunicorn alone on the benchmark's
-CPU, ``wrk`` on Redis's). ``wrk`` drives three twin views in turn, identical but for the
-throttle: none, DRF's ``AnonRateThrottle`` on django-redis, and
-:class:`~ratelimits.throttling.PolicyThrottle` with one policy keyed by IP. Its Lua
+CPU, ``wrk`` on Redis's). ``wrk`` drives twin views in turn, identical but for the
+throttle: none, DRF's ``AnonRateThrottle`` on django-redis, the ``limits`` library's
+moving window, and :class:`~ratelimits.throttling.PolicyThrottle` with one policy keyed by
+IP, one view per algorithm. Its Lua
 script (:func:`lua_script`) writes one of :data:`~bench.e2e.CLIENTS` client addresses in
 ``X-Forwarded-For`` per request, in turn (the settings trust one proxy), and the limit is
 far above what any client sends, so the throttles count many clients and admit every
@@ -13,7 +14,9 @@ request. Redis is flushed before each run.
 
 Each figure is the median over ``ctx.runs`` rounds, each round running every view once
 for :data:`SECONDS` (the order rotating); a view's added time per request is
-``1/rate - 1/rate(unthrottled)``. A run with non-2xx answers or socket errors is flagged
+``1/rate - 1/rate(unthrottled)``. ``wrk``'s latency percentiles (p50, p90, p99, p99.9)
+are read from each run too: a view's added latency at a percentile is its own minus the
+unthrottled view's in the same round. A run with non-2xx answers or socket errors is flagged
 in the table, and the target is not judged on such runs. Every ``wrk`` run is bounded by
 ``-d`` and ``--timeout`` (and killed if it outlives them); gunicorn is stopped in
 ``finally``. Without ``wrk`` on ``PATH`` the section says so.
@@ -48,8 +51,12 @@ WARMUP_SECONDS = 1
 TIMEOUT = 5
 #: Per client address and hour: no client comes near it.
 LIMIT = 1_000_000
-#: The policy's algorithm: the Policy model's default.
+#: The policy's algorithm for the target: the Policy model's default.
 ALGORITHM = "sliding_counter"
+#: Every algorithm gets a view of its own (the percentiles' table).
+ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "token_bucket")
+#: The latency percentiles read from ``wrk``.
+PERCENTILES = (50, 90, 99, 99.9)
 #: The line the script's ``done`` prints, followed by its JSON.
 MARK = "BENCH-WRK "
 
@@ -58,9 +65,14 @@ MARK = "BENCH-WRK "
 VIEWS = (
     Endpoint("unthrottled", f"/none/{LIMIT}/"),
     Endpoint("DRF AnonRateThrottle", f"/drf-anon/{LIMIT}/"),
-    Endpoint(f"PolicyThrottle ({ALGORITHM})", f"/policy/{policy_scope(ALGORITHM, 1, LIMIT)}/"),
+    Endpoint("limits moving window", f"/limits-moving/{LIMIT}/"),
+    *(
+        Endpoint(f"PolicyThrottle ({algorithm})", f"/policy/{policy_scope(algorithm, 1, LIMIT)}/")
+        for algorithm in ALGORITHMS
+    ),
 )
-BASE, DRF, OURS = (view.label for view in VIEWS)
+BASE, DRF = VIEWS[0].label, VIEWS[1].label
+OURS = f"PolicyThrottle ({ALGORITHM})"
 
 
 @dataclass(frozen=True)
@@ -73,6 +85,8 @@ class WrkRun:
     #: wrk's socket errors: connect, read, write, timeout.
     socket: dict[str, int]
     keys: int
+    #: Latency at each of :data:`PERCENTILES`, µs.
+    latency: tuple[float, ...] = ()
 
     @property
     def rps(self) -> float:
@@ -97,6 +111,7 @@ def lua_script() -> str:
     its own offset); ``done`` prints :data:`MARK` and the totals as JSON, non-2xx
     answers counted by ``response``."""
     addresses = ", ".join(f'"{client_address(n)}"' for n in range(CLIENTS))
+    percentiles = ", ".join(str(p) for p in PERCENTILES)
     return f"""
 local addresses = {{{addresses}}}
 local threads = {{}}
@@ -132,10 +147,15 @@ function done(summary, latency, requests)
     bad = bad + thread:get("non_2xx")
   end
   local e = summary.errors
+  local percentiles = {{}}
+  for _, p in ipairs({{{percentiles}}}) do
+    table.insert(percentiles, string.format("%d", latency:percentile(p)))
+  end
   io.write(string.format(
     '{MARK}{{"requests": %d, "us": %d, "non_2xx": %d, "connect": %d, "read": %d, '
-      .. '"write": %d, "timeout": %d}}\\n',
-    summary.requests, summary.duration, bad, e.connect, e.read, e.write, e.timeout))
+      .. '"write": %d, "timeout": %d, "latency": [%s]}}\\n',
+    summary.requests, summary.duration, bad, e.connect, e.read, e.write, e.timeout,
+    table.concat(percentiles, ", ")))
 end
 """
 
@@ -167,6 +187,7 @@ def run_wrk(ctx: Context, url: str, script: Path, seconds: int, cpu: int | None)
         non_2xx=found["non_2xx"],
         socket={k: found[k] for k in ("connect", "read", "write", "timeout") if found[k]},
         keys=int(ctx.client().dbsize()),
+        latency=tuple(float(us) for us in found.get("latency", ())),
     )
 
 
@@ -205,7 +226,7 @@ def run(ctx: Context) -> Section:
         )
     seconds = QUICK_SECONDS if ctx.quick else SECONDS
     where = placements(ctx)[0]
-    install([LIMIT], [ALGORITHM])
+    install([LIMIT], list(ALGORITHMS))
     try:
         runs = measure(ctx, where, seconds)
     finally:
@@ -243,6 +264,26 @@ def target(runs: Runs, rps: dict[str, float]) -> Target:
     return Target(TARGET_NAME, measured, f"<= {TARGET}x", None if flawed else ours / drf <= TARGET)
 
 
+def latency_rows(runs: Runs) -> list[list[str]]:
+    """Per view: the median over rounds of its latency at each percentile minus the
+    unthrottled view's in the same round (the unthrottled view's own latency first)."""
+    base = runs[BASE]
+    if not base or not all(run.latency for found in runs.values() for run in found):
+        return []
+    count = len(PERCENTILES)
+    rows = [
+        [
+            f"{BASE} (its own latency, µs)",
+            *(f"{median(run.latency[i] for run in base):.0f}" for i in range(count)),
+        ]
+    ]
+    for view in VIEWS[1:]:
+        pairs = list(zip(runs[view.label], base, strict=True))
+        added = [median(r.latency[i] - b.latency[i] for r, b in pairs) for i in range(count)]
+        rows.append([view.label, *(f"{us:+.0f}" for us in added)])
+    return rows
+
+
 def describe(
     ctx: Context, where: Placement, runs: Runs, rps: dict[str, float], seconds: int
 ) -> str:
@@ -277,6 +318,12 @@ def describe(
         ],
         rows,
     )
+    percentiles = latency_rows(runs)
+    latency_table = (
+        markdown_table(["view", *(f"p{p:g}" for p in PERCENTILES)], percentiles)
+        if percentiles
+        else "Not read: this wrk reported no latency percentiles."
+    )
     return "\n".join(
         [
             f"Median of {ctx.runs} round{'s' if ctx.runs > 1 else ''}; in each, `wrk` "
@@ -287,18 +334,28 @@ def describe(
             "",
             table,
             "",
+            "Latency added per request under the same load, µs (`wrk`'s percentiles of each "
+            "run, the view's minus the unthrottled view's in the same round, median over "
+            "rounds; the first row: the unthrottled view's own). Under a closed loop of "
+            f"{CONNECTIONS} connections on {WORKERS} workers a request's latency includes "
+            "its wait for a free worker, so these grow with the time every other request "
+            "takes too.",
+            "",
+            latency_table,
+            "",
             "How it was measured:",
             "",
             f"- gunicorn: {WORKERS} `gthread` workers, 1 thread each (keep-alive), the "
-            "benchmark's settings and database; the three views are twins but for the "
+            "benchmark's settings and database; the views are twins but for the "
             f"throttle. `wrk`: {THREADS} threads, {CONNECTIONS} keep-alive connections, "
             f"`-d {seconds}s`, `--timeout {TIMEOUT}s`; its Lua script puts one of "
             f"{CLIENTS:,} client addresses in `X-Forwarded-For` per request, in turn (one "
             "trusted proxy; DRF reads the header too).",
             f"- Placement: {where.text} (the load client is `wrk`).",
-            f"- Throttles: DRF `AnonRateThrottle` at {LIMIT:,}/hour on django-redis; "
-            f"PolicyThrottle with one `{ALGORITHM}` policy keyed by `ip`, {LIMIT:,} per "
-            f"{WINDOW} s. Both on the same redis-server, flushed before each run (the policy "
+            f"- Throttles: DRF `AnonRateThrottle` at {LIMIT:,}/hour on django-redis; the "
+            f"`limits` moving window at {LIMIT:,}/hour; PolicyThrottle with one policy of "
+            f"each algorithm keyed by `ip`, {LIMIT:,} per {WINDOW} s (the target: "
+            f"`{ALGORITHM}`). All on the same redis-server, flushed before each run (the policy "
             "table's version kept); the keys column is what a run left in it (one per client "
             "counted, plus the policy table's version; a request of the previous run still "
             "in flight at the flush may add one).",
