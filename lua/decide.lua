@@ -42,12 +42,9 @@
 -- time the lockout ends (microseconds, expiring then), and the policy admits no request
 -- before that time. Its last unit spent is not remembered by workers (blocked_us 0): the
 -- denial after it must reach Redis to start the lockout. The retry time of
--- a locked-out request is the longer of the lock left and the window's own wait.
-
--- The key holding a policy's lockout: its counts' key with the last part "lock".
-local function lock_key(key)
-  return (string.gsub(key, '[^:]+$', 'lock'))
-end
+-- a locked-out request is the longer of the lock left and the window's own wait. An
+-- extended lockout ("+<lockout_ms>e") is started again by every recorded attempt during
+-- it, so its denials are never remembered by workers either (blocked_us 0).
 
 -- One policy's check, or the denial of a cost it can never grant; a live lockout denies.
 local function check_policy(algorithm, key, limit, window, now_us, burst, cost, lockout_us)
@@ -76,21 +73,24 @@ end
 
 -- The window slot read, and refused when its algorithm cannot take it.
 local function window_for(algorithm, spec)
-  local window, lockout_us = window_of(spec)
+  local window, lockout_us, extend = window_of(spec)
   if window == nil then
     return nil, 'ratelimits: bad window ' .. tostring(spec)
   end
   if type(window) == 'table' and not algorithm.calendar then
     return nil, 'ratelimits: this algorithm has no calendar windows'
   end
-  return window, lockout_us
+  return window, lockout_us, extend
 end
 
--- A recorded denial by a policy with a lockout starts it (unless one is running).
-local function start_lockout(key, r, lockout_us, now_us)
-  if lockout_us > 0 and not r.locked then
+-- A recorded denial by a policy with a lockout starts it (unless one is running), or
+-- for an extended lockout starts it again from now (started is set only for a new lock).
+local function start_lockout(key, r, lockout_us, now_us, extend)
+  if lockout_us > 0 and (extend or not r.locked) then
     redis.call('SET', lock_key(key), int(now_us + lockout_us), 'PX', ceil_div(lockout_us, 1000))
-    r.locked, r.started = true, true
+    if not r.locked then
+      r.locked, r.started = true, true
+    end
     r.retry_us = math.max(r.retry_us, lockout_us)
     r.reset_us = math.max(r.reset_us, r.retry_us)
   end
@@ -116,7 +116,7 @@ local function decide(KEYS, ARGV)
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[3]))
     end
     local limit, burst, cost = tonumber(ARGV[4]), tonumber(ARGV[7]), tonumber(ARGV[8])
-    local window, lockout_us = window_for(algorithm, ARGV[5])
+    local window, lockout_us, extend = window_for(algorithm, ARGV[5])
     if window == nil then
       return redis.error_reply(lockout_us)
     end
@@ -125,9 +125,11 @@ local function decide(KEYS, ARGV)
     local blocked_us = 0
     if not allowed then
       if ARGV[2] == '1' then
-        start_lockout(KEYS[1], r, lockout_us, now_us)
+        start_lockout(KEYS[1], r, lockout_us, now_us, extend)
       end
-      if not r.oversized or r.locked then
+      if extend then -- every attempt must come here, to start the lock again
+        blocked_us = 0
+      elseif not r.oversized or r.locked then
         blocked_us = math.floor(r.retry_us)
       end
     elseif ARGV[2] == '1' then
@@ -146,7 +148,7 @@ local function decide(KEYS, ARGV)
     }
   end
 
-  local algorithms, results, windows, lockouts = {}, {}, {}, {}
+  local algorithms, results, windows, lockouts, extends = {}, {}, {}, {}, {}
   local admitted = true
   for i = 1, count do
     local base = 6 * i - 3
@@ -154,7 +156,7 @@ local function decide(KEYS, ARGV)
     if not algorithm then
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[base]))
     end
-    local window, lockout_us = window_for(algorithm, ARGV[base + 2])
+    local window, lockout_us, extend = window_for(algorithm, ARGV[base + 2])
     if window == nil then
       return redis.error_reply(lockout_us)
     end
@@ -162,6 +164,7 @@ local function decide(KEYS, ARGV)
       algorithm, KEYS[i], tonumber(ARGV[base + 1]), window, now_us,
       tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]), lockout_us)
     algorithms[i], results[i], windows[i], lockouts[i] = algorithm, result, window, lockout_us
+    extends[i] = extend
     if not result.allowed and ARGV[base + 3] == '1' then
       admitted = false
     end
@@ -176,9 +179,11 @@ local function decide(KEYS, ARGV)
     local blocked_us = 0
     if not allowed then
       if ARGV[2] == '1' then
-        start_lockout(KEYS[i], r, lockouts[i], now_us)
+        start_lockout(KEYS[i], r, lockouts[i], now_us, extends[i])
       end
-      if not r.oversized or r.locked then
+      if extends[i] then
+        blocked_us = 0
+      elseif not r.oversized or r.locked then
         blocked_us = math.floor(r.retry_us)
       end
     elseif recorded then

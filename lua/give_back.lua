@@ -7,7 +7,9 @@
 -- ARGV[1]  the request's time in microseconds, as its decide call replied it
 -- ARGV[3 + 6 * (i - 1) .. 8 + 6 * (i - 1)], for each policy i, decide's slots with the
 --          fourth, enforce, replaced by the mark: the count that call replied for it:
---          algorithm, limit, window_ms, mark, burst, cost
+--          algorithm, limit, window_ms, mark, burst, cost; or "r" for a sign-in policy
+--          that resets on success: its key and its lock are deleted (the account's
+--          failures cleared)
 --
 -- Returns the number of policies given back. Only what the request stored is removed;
 -- what has left its window since is not touched, and nothing goes below zero.
@@ -22,9 +24,13 @@ local function give_back(KEYS, ARGV)
     if not algorithm then
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[base]))
     end
-    algorithm.give_back(
-      KEYS[i], tonumber(ARGV[base + 1]), (window_of(ARGV[base + 2])), at_us,
-      tonumber(ARGV[base + 3]), tonumber(ARGV[base + 5]), tonumber(ARGV[base + 4]), now_us)
+    if ARGV[base + 3] == 'r' then
+      redis.call('DEL', KEYS[i], lock_key(KEYS[i]))
+    else
+      algorithm.give_back(
+        KEYS[i], tonumber(ARGV[base + 1]), (window_of(ARGV[base + 2])), at_us,
+        tonumber(ARGV[base + 3]), tonumber(ARGV[base + 5]), tonumber(ARGV[base + 4]), now_us)
+    end
   end
   return #KEYS
 end

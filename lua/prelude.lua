@@ -37,8 +37,9 @@
 -- The window slot of a policy (ARGV window_ms in decide.lua) is read by window_of: a
 -- rolling window, "<ms>", or a calendar period's boundaries, "<b0>,<b1>,<b2>" in
 -- milliseconds (the local midnights that start the current period, the next and the one
--- after, as the worker's clock saw them); either may end in "+<lockout_ms>". Only
--- fixed_window takes a calendar period (its window is then a table, see period_of).
+-- after, as the worker's clock saw them); either may end in "+<lockout_ms>", or in
+-- "+<lockout_ms>e" for a lockout that every attempt during it starts again (extended).
+-- Only fixed_window takes a calendar period (its window is then a table, see period_of).
 --
 -- All times are integer microseconds. Lua numbers are doubles, exact to 2^53, so
 -- microsecond timestamps (about 1.8e15) are exact; integers are written with int().
@@ -54,27 +55,33 @@ local function ceil_div(n, d)
 end
 
 -- A policy's window slot: window_us (a number, or for a calendar period the table of its
--- three boundaries in microseconds) and lockout_us (0 for none). A plain number, the
--- usual slot, is read without a pattern.
+-- three boundaries in microseconds), lockout_us (0 for none) and whether every attempt
+-- during a lock starts it again. A plain number, the usual slot, is read without a
+-- pattern.
 local function window_of(spec)
   local ms = tonumber(spec)
   if ms then
-    return ms * 1000, 0
+    return ms * 1000, 0, false
   end
-  local window, lockout = string.match(spec, '^([^+]+)%+(%d+)$')
+  local window, lockout, extend = string.match(spec, '^([^+]+)%+(%d+)(e?)$')
   if not window then
-    window, lockout = spec, '0'
+    window, lockout, extend = spec, '0', ''
   end
   local lockout_us = tonumber(lockout) * 1000
   ms = tonumber(window)
   if ms then
-    return ms * 1000, lockout_us
+    return ms * 1000, lockout_us, extend == 'e'
   end
   local b0, b1, b2 = string.match(window, '^(%d+),(%d+),(%d+)$')
   if not b0 then
-    return nil, 0
+    return nil, 0, false
   end
-  return {tonumber(b0) * 1000, tonumber(b1) * 1000, tonumber(b2) * 1000}, lockout_us
+  return {tonumber(b0) * 1000, tonumber(b1) * 1000, tonumber(b2) * 1000}, lockout_us, extend == 'e'
+end
+
+-- The key holding a policy's lockout: its counts' key with the last part "lock".
+local function lock_key(key)
+  return (string.gsub(key, '[^:]+$', 'lock'))
 end
 
 -- The window holding at_us: its index (a rolling window's number since the epoch, a

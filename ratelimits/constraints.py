@@ -94,6 +94,22 @@ POLICY_CONSTRAINTS = [
         name="ratelimits_policy_no_global_lockout",
     ),
     models.CheckConstraint(
+        condition=Q(lockout_until_lifted=False)
+        | Q(lockout=0, shards=rules.LOCKOUT_SHARDS)
+        & none_of("algorithm", algorithms.RELEASED)
+        & ~Q(key__in=kinds.SHARED_KEYS),
+        name="ratelimits_policy_until_lifted_valid",
+    ),
+    models.CheckConstraint(
+        condition=Q(extend_lockout=False) | Q(lockout__gte=1, lockout_until_lifted=False),
+        name="ratelimits_policy_extend_lockout_valid",
+    ),
+    models.CheckConstraint(
+        condition=Q(reset_on_success=False)
+        | Q(counts=Counts.SIGN_IN_FAILURES, key__regex=kinds.SIGN_IN_ONLY_KEYS),
+        name="ratelimits_policy_reset_on_success_valid",
+    ),
+    models.CheckConstraint(
         condition=~Q(key__regex=kinds.SIGN_IN_ONLY_KEYS) | Q(counts=Counts.SIGN_IN_FAILURES),
         name="ratelimits_policy_username_sign_in",
     ),
@@ -123,7 +139,7 @@ OVERRIDE_CONSTRAINTS = [
     ),
     models.CheckConstraint(
         condition=Q(exempt=True, limit__isnull=True)
-        | Q(exempt=False, limit__gte=1, limit__lte=validators.MAX_LIMIT),
+        | Q(exempt=False, limit__gte=0, limit__lte=validators.MAX_LIMIT),
         name="ratelimits_override_limit_or_exempt",
     ),
     models.CheckConstraint(

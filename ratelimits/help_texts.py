@@ -36,6 +36,20 @@ POLICY_HELP: dict[str, str] = {
         "is denied until then, whatever the window allows (a sign-in form: 900). 0: "
         "no lockout. Not for concurrency or a sharded policy."
     ),
+    "lockout_until_lifted": (
+        "Lock a client out until an operator lifts it (the admin's reset, ratelimits reset, "
+        "or for a username a new password), instead of for the lockout's seconds: leave the "
+        "lockout at 0. The lock's key still expires, after ten years."
+    ),
+    "extend_lockout": (
+        "Every attempt during a lockout starts it again, so a client that keeps trying "
+        "stays locked out (django-axes' AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT)."
+    ),
+    "reset_on_success": (
+        "A successful sign-in clears the account's failures (its counter in this policy), "
+        "as django-axes' AXES_RESET_ON_SUCCESS. Only for a sign-in policy counting by "
+        "username or username+ip."
+    ),
     "key": (
         "Who is counted: user, ip, user_or_ip, anon (requests without a user, by address; "
         "signed-in users are not counted), global, header:NAME (header:X-Api-Key), "
@@ -83,12 +97,14 @@ OVERRIDE_HELP: dict[str, str] = {
     "identity": (
         "An IP address or network (203.0.113.7, 10.0.0.0/8); for a policy keyed by "
         "header:NAME the header's value (an API key); for one keyed by user or "
-        "user_or_ip, auth:<name> of an API client that is not a user. Keys are stored "
-        "hashed, never shown again."
+        "user_or_ip, auth:<name> of an API client that is not a user; for a sign-in "
+        "policy keyed by username, username:<name>. Keys and usernames are stored hashed, "
+        "never shown again."
     ),
     "limit": (
         "Requests allowed per window for them (the policy's window); for a concurrency "
-        "policy, their requests in progress at once. Blank if exempt."
+        "policy, their requests in progress at once. 0 blocks them: every request denied, "
+        "without asking Redis (a block-list). Blank if exempt."
     ),
     "exempt": "Never limit them under this policy.",
     "comment": "Why (a plan, a ticket).",

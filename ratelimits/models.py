@@ -70,6 +70,11 @@ class Policy(models.Model):
         validators=[MaxValueValidator(validators.MAX_LOCKOUT)],
         help_text=POLICY_HELP["lockout"],
     )
+    lockout_until_lifted = models.BooleanField(
+        default=False, help_text=POLICY_HELP["lockout_until_lifted"]
+    )
+    extend_lockout = models.BooleanField(default=False, help_text=POLICY_HELP["extend_lockout"])
+    reset_on_success = models.BooleanField(default=False, help_text=POLICY_HELP["reset_on_success"])
     key = models.CharField(
         max_length=80,
         default="user_or_ip",
@@ -152,6 +157,9 @@ class Policy(models.Model):
             time_zone=self.time_zone,
             lockout=self.lockout,
             key=self.key,
+            lockout_until_lifted=self.lockout_until_lifted,
+            extend_lockout=self.extend_lockout,
+            reset_on_success=self.reset_on_success,
         )
         if problem is not None:
             raise ValidationError({problem.field: problem.message})
@@ -202,7 +210,7 @@ class PolicyOverride(models.Model):
     limit = models.PositiveIntegerField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(1), MaxValueValidator(validators.MAX_LIMIT)],
+        validators=[MinValueValidator(0), MaxValueValidator(validators.MAX_LIMIT)],
         help_text=OVERRIDE_HELP["limit"],
     )
     exempt = models.BooleanField(default=False, help_text=OVERRIDE_HELP["exempt"])
@@ -242,6 +250,8 @@ class PolicyOverride(models.Model):
         of this override's policy, say)."""
         if self.exempt:
             return "exempt"
+        if self.limit == 0:
+            return "blocked"
         plain = dict(limit=self.limit, burst=None, cost=1, counts="all", lockout=0)
         return describe_rate(replace(PolicySpec.of(policy), **plain))
 

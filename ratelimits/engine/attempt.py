@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 import ratelimits.engine.reply as replies
-from ratelimits.engine.decision import Verdict
+from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial
 from ratelimits.engine.denials import remember as remember_denial
@@ -51,6 +51,12 @@ class Attempt:
                 _report(denied, self.started, "local")
                 self.answer = denied
             self.seen = denials_generation()
+        if self.answer is None:
+            blocked = blocked_verdict(checks)
+            if blocked is not None:  # a block-list override: denied with no call
+                if record:
+                    _report(blocked, self.started, "local")
+                self.answer = blocked
 
     def decided(self, reply: replies.Reply) -> Verdict:
         """The verdict of ``reply``; remembers the denials it teaches, makes the receipt
@@ -94,6 +100,32 @@ class Attempt:
         if self.record:  # a look that records nothing is not counted
             report(verdict, time.perf_counter() - self.started, "fallback")
         return verdict
+
+
+def blocked_verdict(checks: Sequence[Check]) -> Verdict | None:
+    """The denial of a request that an enforcing override of limit 0 blocks (a block-list:
+    every request of its client is denied, with no Redis call, as an exemption admits
+    with none); ``None`` when none does. Retry-After is the policy's window: a block
+    lasts as long as its override."""
+    found = None
+    for check in checks:
+        policy = check.policy
+        if policy.limit == 0 and policy.enforce:
+            window = float(policy.window)
+            denied = Decision(
+                policy=policy.name,
+                identity=check.identity,
+                allowed=False,
+                enforce=True,
+                limit=0,
+                window=policy.window,
+                count=0.0,
+                remaining=0,
+                retry_after=window,
+                reset=window,
+            )
+            found = [denied] if found is None else [*found, denied]
+    return None if found is None else Verdict(tuple(found))
 
 
 def _report(verdict: Verdict, started: float, source: str) -> None:

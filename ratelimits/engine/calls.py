@@ -64,5 +64,8 @@ def give_back_arguments(
         algorithm, limit, window_ms, _, burst, _ = check.policy.args_at(at_us / 1_000_000)[
             check.shard
         ]
-        args += [algorithm, limit, window_ms, str(mark), burst, str(check.units)]
+        # A sign-in policy that resets on success clears the key (``"r"``), only given
+        # back after a sign-in that did not fail (``Receipt.due``).
+        mark_slot = "r" if check.policy.reset_on_success else str(mark)
+        args += [algorithm, limit, window_ms, mark_slot, burst, str(check.units)]
     return args

@@ -195,7 +195,7 @@ def locking(verdict: Verdict) -> Verdict | None:
     receipt = verdict.receipt
     if receipt is None:
         return None
-    lockouts = {check.policy.name: check.policy.lockout for check in receipt.checks}
+    lockouts = {check.policy.name: check.policy.lock_seconds for check in receipt.checks}
     locked = []
     for decision in verdict.decisions:
         lockout = lockouts.get(decision.policy, 0)

@@ -90,7 +90,7 @@ def usage_of(request: Any) -> list[PolicyUsage]:
     for check in picked:
         policy = check.policy
         checks.extend(Check(policy, check.identity, shard, 1) for shard in range(policy.shards))
-        if policy.lockout:
+        if policy.lock_seconds:
             checks.append(Check(_without_lockout(policy), check.identity, 0, 1))
     if not checks:
         return []
@@ -113,7 +113,7 @@ def _identity_if_counted(request: Any, policy: CompiledPolicy) -> str | None:
 def _take(found: Iterator[Decision], policy: CompiledPolicy) -> list[Decision]:
     """The decisions of ``policy``'s checks, in the order :func:`usage_of` made them:
     one per shard, then the lock-free one of a lockout."""
-    return [next(found) for _ in range(policy.shards + (1 if policy.lockout else 0))]
+    return [next(found) for _ in range(policy.shards + (1 if policy.lock_seconds else 0))]
 
 
 def _usage(check: Check, decisions: Sequence[Decision], now: float) -> PolicyUsage:
@@ -124,7 +124,7 @@ def _usage(check: Check, decisions: Sequence[Decision], now: float) -> PolicyUsa
     reset = min(decision.reset for decision in shards)
     retry_after = 0.0 if remaining else min(decision.retry_after for decision in shards)
     locked_out = False
-    if policy.lockout:
+    if policy.lock_seconds:
         unlocked = decisions[-1]
         locked_out = not shards[0].allowed and (
             unlocked.allowed or unlocked.retry_after < shards[0].retry_after

@@ -317,7 +317,7 @@ def test_change_and_delete_an_override(admin_client, alice, partners):
             "Leave the limit blank for an exempt override.",
         ),
         ({"identity": "10.0.0.0/8"}, "limit", "Give a limit, or tick exempt."),
-        ({"identity": "10.0.0.0/8", "limit": 0}, "limit", "greater than or equal to 1"),
+        ({"identity": "10.0.0.0/8", "limit": -1}, "limit", "greater than or equal to 0"),
         ({"limit": 5}, "__all__", "Name exactly one of a user, a group or an identity."),
     ],
 )

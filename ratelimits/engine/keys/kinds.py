@@ -74,6 +74,8 @@ PreviousFunction = Callable[[Facts, "CompiledPolicy"], "tuple[str, ...]"]
 
 #: What an override of a policy may name, by the kind of its key.
 USERS, ADDRESSES, API_KEYS, API_CLIENTS = "users", "addresses", "api keys", "api clients"
+#: An override of a sign-in policy may name an attempted username (``username:alice``).
+USERNAMES = "usernames"
 
 
 def _no_previous(facts: Facts, policy: CompiledPolicy) -> tuple[str, ...]:
@@ -213,7 +215,7 @@ KEY_KINDS: dict[str, KeyKind] = {
             _username,
             hashed=True,
             sign_in_only=True,
-            overrides=_BY_ADDRESS,
+            overrides=_BY_ADDRESS | {USERNAMES},
         ),
         KeyKind(
             "header",
@@ -285,7 +287,10 @@ def _pair(first: KeyKind, second: KeyKind, name: str) -> KeyKind:
         hashed=first.hashed or second.hashed,
         not_for_sign_in=first.not_for_sign_in or second.not_for_sign_in,
         sign_in_only=first.sign_in_only or second.sign_in_only,
-        overrides=first.overrides & second.overrides & frozenset((USERS,)),
+        # An override of a pair names a user (both parts count users), or one part's
+        # address or username: it applies to every pair holding it (a block-list).
+        overrides=(first.overrides & second.overrides & frozenset((USERS,)))
+        | ((first.overrides | second.overrides) & frozenset((ADDRESSES, USERNAMES))),
         parts=(first, second),
     )
 

@@ -76,10 +76,18 @@ class CompiledPolicy:
     calendar: str = ""
     #: The IANA time zone of a calendar policy's periods (``""`` for a rolling window).
     time_zone: str = ""
-    #: Seconds every request is denied after the first one this policy denies; 0: none.
+    #: Seconds every request is denied after the first one this policy denies; 0: none
+    #: (or until lifted, with :attr:`lockout_until_lifted`: see :attr:`lock_seconds`).
     lockout: int = 0
     #: IPv6 clients count per network of this many bits; ``None``: ``IPV6_PREFIX``.
     ipv6_prefix: int | None = None
+    #: The lock lasts until an operator (or a new password) lifts it:
+    #: :data:`~.rules.UNTIL_LIFTED` seconds.
+    lockout_until_lifted: bool = False
+    #: Every attempt during a lock starts it again.
+    extend_lockout: bool = False
+    #: A sign-in that succeeds clears its key in this policy (the account's failures).
+    reset_on_success: bool = False
     #: Whether its decisions feed the traffic record (:mod:`ratelimits.engine.traffic`); the
     #: ``RATELIMITS["TRAFFIC"]`` setting turns it off for every policy.
     traffic: bool = True
@@ -148,7 +156,15 @@ class CompiledPolicy:
             time_zone=self.time_zone,
             lockout=self.lockout,
             ipv6_prefix=self.ipv6_prefix,
+            lockout_until_lifted=self.lockout_until_lifted,
+            extend_lockout=self.extend_lockout,
+            reset_on_success=self.reset_on_success,
         )
+
+    @property
+    def lock_seconds(self) -> int:
+        """How long a lock of this policy lasts (0: it has no lockout)."""
+        return rules.lock_seconds(self.lockout, self.lockout_until_lifted)
 
     def with_limit(self, limit: int, *, override: str) -> CompiledPolicy:
         """This policy with another limit (same key, window, cost and shards as far as the
@@ -175,10 +191,16 @@ class CompiledPolicy:
     def without_lockout(self) -> CompiledPolicy:
         """This policy without its lockout: the same key, limit and window, read by its
         count alone (for a tool that tells a lockout's denial from the count's)."""
-        if not self.lockout:
+        if not self.lock_seconds:
             return self
         window = self.script_args[0][2].split("+")[0]  # the slot without "+<lockout_ms>"
-        return replace(self, lockout=0, script_args=self._with_window(window))
+        return replace(
+            self,
+            lockout=0,
+            lockout_until_lifted=False,
+            extend_lockout=False,
+            script_args=self._with_window(window),
+        )
 
     def args_at(self, now: float | None = None) -> ScriptArgs:
         """:attr:`script_args` for a request at ``now`` (seconds since the epoch; ``None``:
@@ -206,7 +228,14 @@ class CompiledPolicy:
         return fresh
 
     def _window_at(self, now: float) -> tuple[str, float]:
-        return window_slot(self.calendar, self.time_zone, self.window, self.lockout, now)
+        return window_slot(
+            self.calendar,
+            self.time_zone,
+            self.window,
+            self.lock_seconds,
+            now,
+            self.extend_lockout,
+        )
 
     def _with_window(self, window: str) -> ScriptArgs:
         return tuple((a[0], a[1], window, a[3], a[4], a[5]) for a in self.script_args)

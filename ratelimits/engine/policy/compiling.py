@@ -40,6 +40,8 @@ def compile_spec(cls: type[CompiledPolicy], spec: PolicySpec) -> CompiledPolicy:
     else:
         time_zone = ""
     lockout = int(spec.lockout)
+    until_lifted, extend = bool(spec.lockout_until_lifted), bool(spec.extend_lockout)
+    locks = rules.lock_seconds(lockout, until_lifted)
     header = validators.header_name(key)
     enforce = spec.mode == modes.ENFORCE and not modes.shadows_all()
     burst = None if burst is None else int(burst)
@@ -58,7 +60,7 @@ def compile_spec(cls: type[CompiledPolicy], spec: PolicySpec) -> CompiledPolicy:
         script_args=shard_args(
             spec.algorithm,
             limit,
-            window_slot(calendar, time_zone, window, lockout, time.time())[0],
+            window_slot(calendar, time_zone, window, locks, time.time(), extend)[0],
             "1" if enforce else "0",
             burst,
             cost,
@@ -71,6 +73,9 @@ def compile_spec(cls: type[CompiledPolicy], spec: PolicySpec) -> CompiledPolicy:
         time_zone=time_zone,
         lockout=lockout,
         ipv6_prefix=None if spec.ipv6_prefix is None else int(spec.ipv6_prefix),
+        lockout_until_lifted=until_lifted,
+        extend_lockout=extend,
+        reset_on_success=bool(spec.reset_on_success),
     )
 
 

@@ -49,8 +49,12 @@ def describe_rate(rated: Rated) -> str:
         text += ", failed sign-ins only"
     elif counts != "all":
         text += f", {counts} only"
-    if lockout:
+    if getattr(rated, "lockout_until_lifted", False):
+        text += ", then locked out until lifted"
+    elif lockout:
         text += f", then locked out {describe_duration(lockout)}"
+        if getattr(rated, "extend_lockout", False):
+            text += ", extended by every attempt"
     return text
 
 

@@ -12,6 +12,10 @@ typed                       stored                 matches
 an API key (any other       ``h:<32 hex>``         requests whose header (the policy's
 text), for a policy keyed                          ``header:NAME``) carries that value
 ``header:NAME``
+``username:<name>``, for a   ``n:<32 hex>``         sign-in attempts of that username
+sign-in policy keyed                               (folded as the policy counts it:
+``username`` (or a pair                            every spelling of it)
+with it)
 ``auth:<principal>``, for   ``a:<32 hex>``         API clients authenticated as that
 a policy keyed ``user`` or                         principal, not as a user (django-
 ``user_or_ip``                                     ninja's ``request.auth``: a key
@@ -34,15 +38,23 @@ import re
 
 from ratelimits import validators
 from ratelimits.engine.keys import kinds
-from ratelimits.engine.keys.identity import header_identity, meta_key, principal_identity
+from ratelimits.engine.keys.identity import (
+    header_identity,
+    meta_key,
+    principal_identity,
+    username_identity,
+)
 
 #: The stored forms, for the database constraint (blank: the override names no identity).
-STORED_PATTERN = r"^(|ip:[0-9a-fA-F:.]+(/[0-9]{1,3})?|[ah]:[0-9a-f]{32})\Z"
+STORED_PATTERN = r"^(|ip:[0-9a-fA-F:.]+(/[0-9]{1,3})?|[ahn]:[0-9a-f]{32})\Z"
 _STORED = re.compile(STORED_PATTERN)
 _HASHED = re.compile(r"h:[0-9a-f]{32}")
 _PRINCIPAL = re.compile(r"a:[0-9a-f]{32}")
+_USERNAME = re.compile(r"n:[0-9a-f]{32}")
 #: How an operator names an API client that authenticated as something other than a user.
 AUTH_PREFIX = "auth:"
+#: How an operator names an attempted username (a sign-in policy's block-list).
+USERNAME_PREFIX = "username:"
 
 
 def is_stored_form(value: str) -> bool:
@@ -60,6 +72,8 @@ def normalize(text: str, policy_key: str) -> str:
     names = _names(policy_key)
     if text.startswith(AUTH_PREFIX) or _PRINCIPAL.fullmatch(text):
         return _principal(text, policy_key)
+    if text.startswith(USERNAME_PREFIX) or _USERNAME.fullmatch(text):
+        return _username(text, policy_key)
     if kinds.ADDRESSES not in names and kinds.API_KEYS not in names:
         if kinds.API_CLIENTS in names:
             raise ValueError(
@@ -111,6 +125,20 @@ def _principal(text: str, policy_key: str) -> str:
     return principal_identity(name)
 
 
+def _username(text: str, policy_key: str) -> str:
+    if kinds.USERNAMES not in _names(policy_key):
+        raise ValueError(
+            f"A username ({USERNAME_PREFIX}...) is counted only by sign-in policies keyed by "
+            f"username or a pair with it, not {policy_key or 'this key'}."
+        )
+    if _USERNAME.fullmatch(text):
+        return text
+    found = username_identity(text.removeprefix(USERNAME_PREFIX))
+    if found is None:
+        raise ValueError(f"Write a username as {USERNAME_PREFIX}<name>.")
+    return found
+
+
 def network_of(stored: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
     """The network of a stored ``ip:`` identity (a request's, or an override's)."""
     return _network(stored[3:]) if stored.startswith("ip:") else None
@@ -129,4 +157,6 @@ def describe(stored: str) -> str:
         return f"API key (hashed {stored[2:10]}…)"
     if stored.startswith("a:"):
         return f"API client (hashed {stored[2:10]}…)"
+    if stored.startswith("n:"):
+        return f"username (hashed {stored[2:10]}…)"
     return stored.removeprefix("ip:")

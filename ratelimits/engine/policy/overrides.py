@@ -5,9 +5,11 @@ loads (with the members of every group an override names), so a request only doe
 dictionary lookups. A rule is the policy with the override's limit (same key, same
 window, ``override`` naming the rule), or an :class:`Exemption`. The most specific
 rule wins: the request's user, then a group the user is in (the most generous of several),
-then its identity exactly (an address, a hashed API key; a key hashed under a
-``SECRET_KEY_FALLBACKS`` key too, :mod:`ratelimits.engine.keys.rotation`), then the
-narrowest network holding it, then the policy itself.
+then its identity exactly (an address, a hashed API key or username; a key hashed under a
+``SECRET_KEY_FALLBACKS`` key too, :mod:`ratelimits.engine.keys.rotation`), or either part of
+a pair's (``username+ip``), then the narrowest network holding it, then the policy itself.
+An override of limit 0 blocks its clients: every request denied with no Redis call
+(:func:`ratelimits.engine.attempt.blocked_verdict`), a block-list.
 
 Group membership is read when the table loads (:mod:`ratelimits.database.policy_source`); a user
 joining or leaving an overridden group is announced like a policy edit
@@ -21,6 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, TypeVar
 
+from ratelimits.engine.keys.kinds import PAIR
 from ratelimits.engine.keys.rotation import HASHED_SECRETS
 from ratelimits.engine.policy.override_identity import describe as describe_identity
 from ratelimits.engine.policy.override_identity import network_of
@@ -98,9 +101,18 @@ class Overrides:
                 rule = self.identities.get(alias, _MISSING)
                 if rule is not _MISSING:
                     return rule
+        # A pair (username+ip) is named by either part: an address, a username.
+        parts = identity.split(PAIR) if PAIR in identity else (identity,)
+        if len(parts) > 1:
+            for part in parts:
+                rule = self.identities.get(part, _MISSING)
+                if rule is not _MISSING:
+                    return rule
         if self.networks:
-            client = network_of(identity)
-            if client is not None:
+            for part in parts:
+                client = network_of(part)
+                if client is None:
+                    continue
                 for network, rule in self.networks:
                     if client.version == network.version and client.overlaps(network):
                         return rule

@@ -24,6 +24,10 @@ SIGN_IN_FAILURES = "sign_in_failures"
 COUNTS = (ALL, "failures", "successes", SIGN_IN_FAILURES)
 #: A lockout locks one counter: its policy has this many shards.
 LOCKOUT_SHARDS = 1
+#: How long a lock "until lifted" lasts, in seconds: ten years. Every key keeps a TTL
+#: (idle clients cost nothing, and a forgotten lock ends), so the lock is only very long;
+#: an operator's reset, ``ratelimits reset`` or a new password lifts it.
+UNTIL_LIFTED = 10 * 365 * 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +119,46 @@ def lockout_problem(lockout: object, algorithm: str, shards: object, key: str) -
     return None
 
 
+def lock_seconds(lockout: int, until_lifted: bool) -> int:
+    """How long a policy's lock lasts: :data:`UNTIL_LIFTED` for one until lifted, else its
+    ``lockout`` (0: none)."""
+    return UNTIL_LIFTED if until_lifted else lockout
+
+
+def until_lifted_problem(until_lifted: bool, lockout: object) -> Problem | None:
+    """A lock until lifted has no length of its own."""
+    if until_lifted and isinstance(lockout, int) and lockout:
+        return Problem(
+            "lockout", "Leave the lockout at 0: a lock until lifted lasts until it is lifted."
+        )
+    return None
+
+
+def extend_problem(extend: bool, lockout: object, until_lifted: bool) -> Problem | None:
+    """Only a lockout of some seconds can start again."""
+    if not extend:
+        return None
+    if until_lifted:
+        return Problem("extend_lockout", "A lock until lifted never ends: nothing to extend.")
+    if not isinstance(lockout, int) or lockout == 0:
+        return Problem("extend_lockout", "Only a lockout can be extended: give it seconds.")
+    return None
+
+
+def reset_on_success_problem(reset: bool, counts: str, key: str) -> Problem | None:
+    """Only a sign-in policy that counts an account has failures a success clears."""
+    if not reset:
+        return None
+    kind = _kind(key)
+    if counts != SIGN_IN_FAILURES or (kind is not None and not kind.sign_in_only):
+        return Problem(
+            "reset_on_success",
+            "Only a sign-in policy counting by username (username, username+ip) has an "
+            "account whose failures a success clears.",
+        )
+    return None
+
+
 def sign_in_problem(key: str, counts: str) -> Problem | None:
     """Only failed sign-ins have an attempted username, and some kinds never count one
     (:attr:`~ratelimits.engine.keys.kinds.KeyKind.not_for_sign_in`)."""
@@ -162,7 +206,7 @@ def anon_target_problem(key: str, names_user: bool) -> Problem | None:
 
 
 def exempt_problem(exempt: bool, limit: object) -> Problem | None:
-    """An override is exempt, with no limit, or has a limit."""
+    """An override is exempt, with no limit, or has a limit (0: blocked)."""
     if exempt and limit is not None:
         return Problem("limit", "Leave the limit blank for an exempt override.")
     if not exempt and limit is None:
@@ -181,8 +225,12 @@ def first_problem(
     time_zone: str,
     lockout: object,
     key: str,
+    lockout_until_lifted: bool = False,
+    extend_lockout: bool = False,
+    reset_on_success: bool = False,
 ) -> Problem | None:
     """The first rule these fields break, in the order the admin reports them."""
+    locks = lockout if not lockout_until_lifted else UNTIL_LIFTED
     for problem in (
         shards_problem(shards, limit, None),
         burst_problem(algorithm, burst),
@@ -190,8 +238,11 @@ def first_problem(
         shards_problem(shards, None, burst),
         calendar_problem(algorithm, calendar),
         time_zone_problem(calendar, time_zone),
-        lockout_problem(lockout, algorithm, shards, key),
+        until_lifted_problem(lockout_until_lifted, lockout),
+        lockout_problem(locks, algorithm, shards, key),
+        extend_problem(extend_lockout, lockout, lockout_until_lifted),
         sign_in_problem(key, counts),
+        reset_on_success_problem(reset_on_success, counts, key),
     ):
         if problem is not None:
             return problem

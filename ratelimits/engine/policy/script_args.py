@@ -22,18 +22,21 @@ WireArgs = tuple[bytes, ...]
 
 
 def window_slot(
-    calendar: str, time_zone: str, window: int, lockout: int, now: float
+    calendar: str, time_zone: str, window: int, lockout: int, now: float, extend: bool = False
 ) -> tuple[str, float]:
     """The window slot of ``lua/decide.lua`` (see ``window_of`` in ``lua/prelude.lua``)
     at ``now``, and until when it holds (seconds since the epoch): ``"<window_ms>"``
     (for ever), or a calendar period's boundaries ``"<start_ms>,<end_ms>,<next_end_ms>"``
-    (until the period's end); with ``"+<lockout_ms>"`` for a lockout."""
+    (until the period's end); with ``"+<lockout_ms>"`` for a lockout, ``"+<lockout_ms>e"``
+    for one that every attempt during it starts again (``extend``)."""
     if calendar:
         start, end, after = boundaries(calendar, zone(time_zone), now)
         slot, valid_until = f"{start},{end},{after}", end / 1000
     else:
         slot, valid_until = str(window * 1000), math.inf
-    return (f"{slot}+{lockout * 1000}" if lockout else slot), valid_until
+    if not lockout:
+        return slot, valid_until
+    return f"{slot}+{lockout * 1000}{'e' if extend else ''}", valid_until
 
 
 def shard_args(

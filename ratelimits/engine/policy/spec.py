@@ -19,6 +19,9 @@ _OPTIONAL = {
     "time_zone": "",
     "lockout": 0,
     "ipv6_prefix": None,
+    "lockout_until_lifted": False,
+    "extend_lockout": False,
+    "reset_on_success": False,
 }
 
 
@@ -29,8 +32,11 @@ class PolicySpec:
     spend (:data:`~ratelimits.engine.policy.rules.COUNTS`); ``calendar`` (one of
     :data:`~ratelimits.engine.policy.periods.CALENDARS`) counts in the periods of
     ``time_zone`` (blank: ``settings.TIME_ZONE``) instead of ``window``; ``lockout``
-    (seconds, 0: none) denies every request for that long after a denial; ``ipv6_prefix``
-    (0 to 128 bits; ``None``: the ``IPV6_PREFIX`` setting) groups IPv6 clients."""
+    (seconds, 0: none) denies every request for that long after a denial, or until lifted
+    (``lockout_until_lifted``), started again by every attempt during it with
+    ``extend_lockout``; ``reset_on_success`` clears a sign-in's account on a success;
+    ``ipv6_prefix`` (0 to 128 bits; ``None``: the ``IPV6_PREFIX`` setting) groups IPv6
+    clients."""
 
     name: str
     endpoint: str
@@ -49,6 +55,9 @@ class PolicySpec:
     time_zone: str = ""
     lockout: int = 0
     ipv6_prefix: int | None = None
+    lockout_until_lifted: bool = False
+    extend_lockout: bool = False
+    reset_on_success: bool = False
 
     @classmethod
     def of(cls, row: object) -> PolicySpec:
@@ -85,10 +94,16 @@ class PolicySpec:
             )
         if int(self.lockout) < 0:
             raise ValueError(f"lockout must be 0 (none) or more seconds, not {self.lockout}")
+        locks = rules.lock_seconds(int(self.lockout), bool(self.lockout_until_lifted))
         for problem in (
             rules.counts_problem(self.algorithm, self.counts),
             rules.calendar_problem(self.algorithm, self.calendar),
-            rules.lockout_problem(int(self.lockout), self.algorithm, int(self.shards), self.key),
+            rules.until_lifted_problem(bool(self.lockout_until_lifted), int(self.lockout)),
+            rules.lockout_problem(locks, self.algorithm, int(self.shards), self.key),
+            rules.extend_problem(
+                bool(self.extend_lockout), int(self.lockout), bool(self.lockout_until_lifted)
+            ),
+            rules.reset_on_success_problem(bool(self.reset_on_success), self.counts, self.key),
         ):
             if problem is not None:
                 raise ValueError(str(problem))

@@ -13,6 +13,7 @@ writes the plan in one transaction, all or nothing.
 takes the model's default (``methods`` blank, ``algorithm`` sliding_counter, ``key``
 user_or_ip, ``mode`` enforce, ``counts`` all, ``fail_open`` and ``enabled`` true,
 ``calendar`` and ``time_zone`` blank: a rolling window, ``lockout`` 0: none,
+``lockout_until_lifted``, ``extend_lockout`` and ``reset_on_success`` false,
 ``ipv6_prefix`` null: the ``IPV6_PREFIX`` setting), for a new policy and for an existing one
 alike. Leaving ``mode`` out of the row of a policy stored in
 shadow mode therefore switches it back to enforce; it does not keep the stored value, and a
@@ -22,22 +23,24 @@ rolling again. Only ``name``, ``endpoint``, ``limit`` and ``window`` are require
 
 Rows are checked strictly before the model sees them (no unknown fields, ``limit``,
 ``window``, ``lockout`` and ``ipv6_prefix`` (16 to 128, or null) are integers and not
-booleans, ``fail_open`` and ``enabled`` are booleans, the other fields are strings), then
+booleans, ``fail_open``, ``enabled``, ``lockout_until_lifted``, ``extend_lockout`` and
+``reset_on_success`` are booleans, the other fields are strings), then
 with the model's own ``full_clean()``: the normalisation of ``Policy.normalize()``, the
 field validators and the database check constraints. Every problem of every row is
 collected and reported in one :class:`PolicyFileError`.
 
 **Overrides.** Each exported row has ``overrides``: the policy's overrides (see
 :class:`~ratelimits.models.PolicyOverride`), one mapping each, naming the client by
-``user`` (username), ``group`` (name) or ``identity`` (the stored form: ``ip:...`` or
-``h:<32 hex>``, a hashed API key; never the key itself, which is not stored), with
-``limit`` or ``exempt: true`` and ``comment`` when there is one; sorted users, groups,
-identities, each by name. On import a row's ``overrides`` list replaces that policy's
-overrides: missing ones are deleted, new ones created, changed ones updated, the others
-left alone. A row without the key leaves the policy's overrides as they are (files
-written before overrides existed). Users and groups are found by username and name; an
-identity is normalised as the admin does (an API key typed in a file is hashed); every
-override is checked with the model's ``full_clean()`` before anything is written.
+``user`` (username), ``group`` (name) or ``identity`` (the stored form: ``ip:...``,
+``h:<32 hex>``, a hashed API key, or ``n:<32 hex>``, a hashed username; never the key
+itself, which is not stored), with ``limit`` (0: blocked) or ``exempt: true`` and
+``comment`` when there is one; sorted users, groups, identities, each by name. On import
+a row's ``overrides`` list replaces that policy's overrides: missing ones are deleted,
+new ones created, changed ones updated, the others left alone. A row without the key
+leaves the policy's overrides as they are (files written before overrides existed).
+Users and groups are found by username and name; an identity is normalised as the admin
+does (an API key typed in a file is hashed); every override is checked with the model's
+``full_clean()`` before anything is written.
 
 YAML needs PyYAML and is read with ``yaml.safe_load`` only, so tags such as
 ``!!python/object`` are refused, never executed. JSON needs nothing beyond the standard

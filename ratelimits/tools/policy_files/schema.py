@@ -27,6 +27,9 @@ FIELDS: tuple[str, ...] = (
     "calendar",
     "time_zone",
     "lockout",
+    "lockout_until_lifted",
+    "extend_lockout",
+    "reset_on_success",
     "ipv6_prefix",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
@@ -41,7 +44,9 @@ OVERRIDE_FIELDS: tuple[str, ...] = (*OVERRIDE_TARGETS, "limit", "exempt", "comme
 OVERRIDE_VALUES: tuple[str, ...] = ("limit", "exempt", "comment")
 
 _INT_FIELDS = frozenset({"limit", "window", "shards", "burst", "cost", "lockout", "ipv6_prefix"})
-_BOOL_FIELDS = frozenset({"fail_open", "enabled"})
+_BOOL_FIELDS = frozenset(
+    {"fail_open", "enabled", "lockout_until_lifted", "extend_lockout", "reset_on_success"}
+)
 #: Fields a file may set to null (a token bucket's burst: the limit; ipv6_prefix: the
 #: IPV6_PREFIX setting).
 _NULLABLE_FIELDS = frozenset({"burst", "ipv6_prefix"})

@@ -194,7 +194,7 @@ def test_override_validation():
         (PolicyOverride(policy=policy, identity="not-an-address", limit=5), "identity"),
         (PolicyOverride(policy=policy, identity="10.0.0.1", limit=5, exempt=True), "limit"),
         (PolicyOverride(policy=policy, identity="10.0.0.1"), "limit"),
-        (PolicyOverride(policy=policy, identity="10.0.0.1", limit=0), "limit"),
+        (PolicyOverride(policy=policy, identity="10.0.0.1", limit=-1), "limit"),
     ]
     for override, field in cases:
         with pytest.raises(ValidationError) as error:

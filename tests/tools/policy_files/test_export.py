@@ -48,6 +48,9 @@ def test_json_dump_is_exact() -> None:
         '      "calendar": "",\n'
         '      "time_zone": "",\n'
         '      "lockout": 0,\n'
+        '      "lockout_until_lifted": false,\n'
+        '      "extend_lockout": false,\n'
+        '      "reset_on_success": false,\n'
         '      "ipv6_prefix": null,\n'
         '      "overrides": []\n'
         "    },\n"
@@ -69,6 +72,9 @@ def test_json_dump_is_exact() -> None:
         '      "calendar": "",\n'
         '      "time_zone": "",\n'
         '      "lockout": 0,\n'
+        '      "lockout_until_lifted": false,\n'
+        '      "extend_lockout": false,\n'
+        '      "reset_on_success": false,\n'
         '      "ipv6_prefix": null,\n'
         '      "overrides": []\n'
         "    }\n"
@@ -101,6 +107,9 @@ def test_yaml_dump_is_exact() -> None:
         "  calendar: ''\n"
         "  time_zone: ''\n"
         "  lockout: 0\n"
+        "  lockout_until_lifted: false\n"
+        "  extend_lockout: false\n"
+        "  reset_on_success: false\n"
         "  ipv6_prefix: null\n"
         "  overrides: []\n"
         "- name: search\n"
@@ -120,6 +129,9 @@ def test_yaml_dump_is_exact() -> None:
         "  calendar: ''\n"
         "  time_zone: ''\n"
         "  lockout: 0\n"
+        "  lockout_until_lifted: false\n"
+        "  extend_lockout: false\n"
+        "  reset_on_success: false\n"
         "  ipv6_prefix: null\n"
         "  overrides: []\n"
     )
@@ -152,6 +164,9 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "calendar": "",
         "time_zone": "",
         "lockout": 0,
+        "lockout_until_lifted": False,
+        "extend_lockout": False,
+        "reset_on_success": False,
         "ipv6_prefix": None,
         "overrides": [],
     }

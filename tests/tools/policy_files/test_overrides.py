@@ -109,7 +109,8 @@ def test_the_yaml_of_an_override_reads_well(world: dict[str, Policy]) -> None:
     text = dump_policies(Policy.objects.filter(name="login"), "yaml")
     assert text.endswith(
         "  shards: 1\n  burst: null\n  cost: 1\n  counts: all\n"
-        "  calendar: ''\n  time_zone: ''\n  lockout: 0\n  ipv6_prefix: null\n"
+        "  calendar: ''\n  time_zone: ''\n  lockout: 0\n  lockout_until_lifted: false\n"
+        "  extend_lockout: false\n  reset_on_success: false\n  ipv6_prefix: null\n"
         "  overrides:\n  - identity: ip:2001:db8::/48\n    limit: 20\n"
     )
 
@@ -438,8 +439,8 @@ def test_import_json_reports_every_change_as_the_file_writes_it(
             ["override 1: limit: Give a limit, or tick exempt."],
         ),
         (
-            [{"identity": "10.0.0.1", "limit": 0}],
-            ["override 1: limit: Ensure this value is greater than or equal to 1."],
+            [{"identity": "10.0.0.1", "limit": -1}],
+            ["override 1: limit: Ensure this value is greater than or equal to 0."],
         ),
         (
             [{"identity": "10.0.0.1", "limit": MAX_LIMIT + 1}],
