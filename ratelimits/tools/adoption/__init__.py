@@ -7,6 +7,7 @@ window (:mod:`~.rows`), matching exactly the views that spent it (:mod:`~.endpoi
 a throttle whose code ratelimits cannot know, or a counter no policy can express, is
 reported with the reason and nothing is written for it. Views under
 ``ratelimits.contrib.django_ratelimit.ratelimit`` bring their own rows (:mod:`~.specs`).
+django-axes' ``AXES_*`` settings become sign-in policies (:mod:`~.axes`).
 The plan (:mod:`~.plan`) is a list of policy-file rows, written like an import.
 
 One module per job: :mod:`~.views` (the URLconf's views and their throttles),

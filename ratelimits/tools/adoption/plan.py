@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 import ratelimits.tools.adoption.rows as policy_rows
+from ratelimits.tools.adoption.axes import adopt_axes
 from ratelimits.tools.adoption.endpoints import NoEndpoint, choose_endpoint
 from ratelimits.tools.adoption.outcome import Adopted, AdoptionPlan, Skipped
 from ratelimits.tools.adoption.specs import SpecRows, adopt_specs
@@ -48,6 +49,7 @@ def plan_adoption(
     for scope, uses in sorted(counters.items()):
         _adopt_counter(plan, scope, uses, left_on_drf.get(scope, []), guarded, new_mode, taken)
     adopt_specs(plan, views, spec_rows, new_mode, taken)
+    adopt_axes(plan, new_mode, taken)
     _adopted_earlier(plan, mode, taken)
     merged = policy_rows.with_kept_fields(plan.rows, keep_mode=mode is None)
     for adopted, row in zip(plan.adopted, merged, strict=True):
