@@ -28,13 +28,14 @@ def demo_policies() -> None:
 
 def test_djangos_login_view_locks_an_address_out_after_five_failures(client, demo_policies):
     """signin counts failed sign-ins (the form again, with its error and a 400); the
-    attempt after the fifth is denied and locks the address out for 15 minutes, a
-    correct password too; signin-username locks the username out from every address."""
+    fifth starts the lockout and is answered as locked, the attempt after it locks the
+    address out for 15 minutes, a correct password too; signin-username locks the
+    username out from every address."""
     User.objects.create_user(SIGN_IN["username"], password=SIGN_IN["password"])
     wrong = {**SIGN_IN, "password": "wrong"}
     assert client.post("/accounts/login/", SIGN_IN).status_code == 302  # not counted
     statuses = [client.post("/accounts/login/", wrong).status_code for _ in range(6)]
-    assert statuses == [400] * 5 + [429]
+    assert statuses == [400] * 4 + [429] * 2
     locked = client.post("/accounts/login/", SIGN_IN)
     assert locked.status_code == 429
     assert 898 <= int(locked["Retry-After"]) <= 900
@@ -107,7 +108,8 @@ def test_the_api_login_counts_failed_sign_ins_only(client, reader):
     # Each sign-in was counted while in progress (4 failures and itself: r=0), and
     # given back after its response.
     assert {r["RateLimit"].partition(";t=")[0] for r in signed_in} == {'"login";r=0'}
-    assert client.post("/api/login/", wrong).status_code == 400  # the fifth failure
+    # The fifth failure starts signin-username's lockout: answered as locked.
+    assert client.post("/api/login/", wrong).status_code == 429
     assert client.post("/api/login/", SIGN_IN).status_code == 429
     assert client.post("/api/login/", wrong).status_code == 429
     # The username has spent its five failures (signin-username): from any address it
