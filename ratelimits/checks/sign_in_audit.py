@@ -18,6 +18,8 @@ def check_sign_in_audit(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     to keep a record of each attempt, or ``False`` to silence this)."""
     if SIGN_IN_BACKEND_PATH not in getattr(settings, "AUTHENTICATION_BACKENDS", ()):
         return []
+    if not isinstance(getattr(settings, "RATELIMITS", None) or {}, dict):
+        return []  # E001 says what is wrong with the setting first
     if "SIGN_IN_AUDIT" in user_settings():
         return []
     return [
