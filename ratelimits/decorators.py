@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction
 
-from ratelimits.http import afterwards, gate, pipeline
+from ratelimits.http import after_response, pipeline, view_asks
 
 __all__ = ["ratelimit"]
 
@@ -33,7 +33,7 @@ def ratelimit(
         @ratelimit(scope="signup")
         def signup(request): ...
     """
-    gate.check_face_options("ratelimit", scope, cost, scope_required=True)
+    view_asks.check_face_options("ratelimit", scope, cost, scope_required=True)
     ask = pipeline.Ask(ratelimit, scope, cost, answers=True)
 
     def decorate(view: View) -> View:
@@ -46,7 +46,7 @@ def ratelimit(
                     return await view(request, *args, **kwargs)
                 if passage.refusal is not None:
                     return passage.refusal
-                return await afterwards.aserved(request, view, *args, **kwargs)
+                return await after_response.aserved(request, view, *args, **kwargs)
 
             return _marked(limited_async, scope, cost)
 
@@ -57,7 +57,7 @@ def ratelimit(
                 return view(request, *args, **kwargs)
             if passage.refusal is not None:
                 return passage.refusal
-            return afterwards.served(request, view, *args, **kwargs)
+            return after_response.served(request, view, *args, **kwargs)
 
         return _marked(limited, scope, cost)
 
@@ -66,7 +66,7 @@ def ratelimit(
 
 def _marked(limited: Callable[..., Any], scope: str, cost: Any) -> Any:
     """``limited`` carrying its scope and cost, for the middleware, the admin's endpoint
-    suggestions and the checks (see :func:`ratelimits.http.gate.scope_of`)."""
+    suggestions and the checks (see :func:`ratelimits.http.view_asks.scope_of`)."""
     limited.ratelimit_scope = scope  # type: ignore[attr-defined]
     limited.ratelimit_cost = cost  # type: ignore[attr-defined]
     return limited

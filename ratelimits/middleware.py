@@ -14,7 +14,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse
 
 from ratelimits.engine.decision import Verdict
-from ratelimits.http import afterwards, gate, headers, pipeline, responses, sign_in
+from ratelimits.http import after_response, headers, pipeline, responses, sign_in, view_asks
 
 __all__ = ["RateLimitHeadersMiddleware", "RateLimitMiddleware"]
 
@@ -39,7 +39,7 @@ class RateLimitMiddleware:
 
     After the view it notes the response's status for every face below it, so policies
     that count only failures or successes, and concurrency slots, are settled when the
-    response has been sent (see :mod:`ratelimits.http.afterwards`).
+    response has been sent (see :mod:`ratelimits.http.after_response`).
 
     Add ``"ratelimits.middleware.RateLimitMiddleware"`` to ``MIDDLEWARE``, below
     ``RateLimitHeadersMiddleware`` and Django's ``AuthenticationMiddleware``.
@@ -67,7 +67,7 @@ class RateLimitMiddleware:
         try:
             response = await self.get_response(request)
         except asyncio.CancelledError:  # the client went away before a response
-            afterwards.went_away(request)
+            after_response.went_away(request)
             raise
         refused = _seen(request, response)
         return response if refused is None else await responses.athrottled(request, refused)
@@ -86,9 +86,9 @@ class RateLimitMiddleware:
 
 def _asked(request: HttpRequest, view_func: Any) -> pipeline.Ask:
     """What the middleware asks of the pipeline for ``view_func`` (see
-    :func:`ratelimits.http.gate.middleware_scope`); a denial is answered with its 429."""
-    scope, before = gate.middleware_scope(view_func, request.method or "")
-    cost = gate.cost_of(view_func)
+    :func:`ratelimits.http.view_asks.middleware_scope`); a denial is answered with its 429."""
+    scope, before = view_asks.middleware_scope(view_func, request.method or "")
+    cost = view_asks.cost_of(view_func)
     return pipeline.Ask(RateLimitMiddleware, scope, cost, before, answers=True)
 
 
@@ -96,7 +96,7 @@ def _seen(request: HttpRequest, response: Any) -> Verdict | None:
     """Note ``response``'s status for whichever face admitted the request (it decides
     what counts); the refusal of a sign-in ``RateLimitBackend`` refused, to answer with
     a 429 instead, if the response is not one already."""
-    afterwards.saw(request, response.status_code)
+    after_response.saw(request, response.status_code)
     refused = sign_in.refusal(request)
     return refused if refused is not None and response.status_code != THROTTLED else None
 

@@ -14,7 +14,7 @@ from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.table.current import get_table
-from ratelimits.http import afterwards, facts, pipeline
+from ratelimits.http import after_response, facts, pipeline
 
 __all__ = ["PolicyThrottle"]
 
@@ -33,7 +33,7 @@ class PolicyThrottle(BaseThrottle):
     """
 
     #: Tells ``RateLimitMiddleware`` to leave this view to the throttle, which runs after
-    #: DRF's authentication (see :data:`ratelimits.http.gate.APPLIES_POLICIES`).
+    #: DRF's authentication (see :data:`ratelimits.http.view_asks.APPLIES_POLICIES`).
     applies_ratelimits_policies = True
 
     def __init__(self) -> None:
@@ -82,4 +82,4 @@ def _status_of(view: Any) -> int:
     """The status of the response a DRF view made: DRF keeps it as ``view.response``; a
     view whose exception DRF did not handle has none, and Django answers it with a 500."""
     response = getattr(view, "response", None)
-    return afterwards.SERVER_ERROR if response is None else int(response.status_code)
+    return after_response.SERVER_ERROR if response is None else int(response.status_code)

@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 from ratelimits.conf import app_settings
 from ratelimits.engine import global_mode as mode
 from ratelimits.exceptions import RedisUnavailable
-from ratelimits.http.usage import usage_of
+from ratelimits.http.client_usage import usage_of
 from ratelimits.throttling import PolicyThrottle
 
 __all__ = ["UsageView", "usage_response"]

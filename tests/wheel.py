@@ -1,5 +1,6 @@
 """Building the wheel of the distribution from a copy of the sources, as a user's build
-would: shared by ``tests/integration/test_packaging.py`` and ``tests/integration/test_fresh_project.py``."""
+would: shared by ``tests/integration/test_packaging.py`` and
+``tests/integration/test_fresh_project.py``."""
 
 from __future__ import annotations
 

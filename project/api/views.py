@@ -77,7 +77,8 @@ class FiftyPerMinuteAnonThrottle(AnonRateThrottle):
 
 class DrfAnonView(APIView):
     """GET /api/drf-anon/: throttled by DRF's AnonRateThrottle, not by a policy; for
-    comparing its admission under load with PolicyThrottle's (tests/integration/test_gunicorn.py)."""
+    comparing its admission under load with PolicyThrottle's
+    (tests/integration/test_gunicorn.py)."""
 
     throttle_classes = [FiftyPerMinuteAnonThrottle]
 

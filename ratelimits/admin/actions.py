@@ -9,7 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-import ratelimits.admin.usage as usage
+import ratelimits.admin.live_usage as live_usage
 from ratelimits.admin.forms import field_label
 from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
@@ -79,7 +79,7 @@ def reset_policy(
     """Delete the policy's keys (``who``'s only): ``(keys deleted, lockouts lifted)``,
     or ``None`` when Redis did not answer (said in a message)."""
     try:
-        removed = usage.reset_counters(policy.name, who, type(modeladmin), request.user)
+        removed = live_usage.reset_counters(policy.name, who, type(modeladmin), request.user)
     except (*connection.REDIS_ERRORS, ConfigurationError) as e:
         modeladmin.message_user(
             request, f"Redis {errors.what_went_wrong(e)}; nothing reset ({e}).", messages.ERROR

@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from ratelimits.admin.chart import render_svg
-from ratelimits.admin.usage import NearestLimits, nearest_limits
+from ratelimits.admin.live_usage import NearestLimits, nearest_limits
 from ratelimits.conf import app_settings
 from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import NEAR_LIMIT

@@ -29,9 +29,9 @@ from ratelimits.admin.actions import (
 )
 from ratelimits.admin.changelist import KeyKindFilter, denied_column, endpoint_column
 from ratelimits.admin.forms import PolicyChangelistForm, PolicyForm
+from ratelimits.admin.live_usage import policy_usage
 from ratelimits.admin.overrides import PolicyOverrideInline
 from ratelimits.admin.traffic import traffic_panel, try_in_shadow
-from ratelimits.admin.usage import policy_usage
 from ratelimits.admin.widgets import memory_estimate
 from ratelimits.engine import algorithms
 from ratelimits.models import Policy

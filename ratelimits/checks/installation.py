@@ -22,7 +22,7 @@ from ratelimits.checks.names import (
 )
 from ratelimits.conf import DEFAULTS, user_settings
 from ratelimits.engine.store import scripts
-from ratelimits.http.gate import scope_of
+from ratelimits.http.view_asks import scope_of
 
 
 @register(Tags.caches)

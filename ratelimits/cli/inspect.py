@@ -15,7 +15,7 @@ from ratelimits.engine.keys import kinds
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
-from ratelimits.tools.applied import applied
+from ratelimits.tools.applied_rules import applied
 
 #: What a key's last part may be, as the refusal of a bad KEY lists them.
 _SUFFIXES = "|".join([*keys.ALGORITHM_SUFFIX.values(), keys.LOCK_SUFFIX])

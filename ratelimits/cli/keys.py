@@ -12,7 +12,7 @@ from ratelimits.cli.identities import identity_label, usernames_of
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
-from ratelimits.tools.applied import Applied
+from ratelimits.tools.applied_rules import Applied
 
 KEY_COLUMNS = (
     "key",

@@ -11,8 +11,8 @@ from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.keys import kinds
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.tools import inspection, inventory, timing
-from ratelimits.tools.applied import Applied
+from ratelimits.tools import inspection, inventory, key_timing
+from ratelimits.tools.applied_rules import Applied
 
 
 def usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def usage_record(u: inventory.KeyUsage, usernames: dict[str, str]) -> dict[str, 
     }
 
 
-def lockout_record(name: keys.KeyName, lockout: timing.Lockout | None) -> dict[str, Any]:
+def lockout_record(name: keys.KeyName, lockout: key_timing.Lockout | None) -> dict[str, Any]:
     """Whether the key is a lockout's, and the client's lockout (``null``: none now)."""
     return {
         "lock": name.lock,
@@ -44,7 +44,7 @@ def lockout_record(name: keys.KeyName, lockout: timing.Lockout | None) -> dict[s
     }
 
 
-def reset_record(reset: timing.NextReset | None) -> dict[str, Any] | None:
+def reset_record(reset: key_timing.NextReset | None) -> dict[str, Any] | None:
     """When a calendar policy's counts next reset: the instant (UTC), the local time of
     its zone and the seconds left; ``None`` for a rolling window."""
     if reset is None:

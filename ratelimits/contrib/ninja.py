@@ -39,7 +39,7 @@ except ImportError as missing:
     raise MissingExtra("ratelimits.contrib.ninja", "django-ninja", "ninja") from missing
 
 from ratelimits.engine.decision import Verdict
-from ratelimits.http import gate, pipeline
+from ratelimits.http import pipeline, view_asks
 
 __all__ = ["PolicyThrottle"]
 
@@ -79,7 +79,7 @@ class PolicyThrottle(BaseThrottle):
     def __init__(
         self, scope: str | None = None, cost: int | Callable[[HttpRequest], int] | None = None
     ) -> None:
-        gate.check_face_options("PolicyThrottle", scope, cost, scope_required=False)
+        view_asks.check_face_options("PolicyThrottle", scope, cost, scope_required=False)
         #: Policies whose endpoint is this name apply too (``None``: none by scope).
         self.scope = scope
         #: What one request spends instead of each policy's own cost: an int, or a
@@ -119,7 +119,7 @@ class PolicyThrottle(BaseThrottle):
         return f"{type(self).__name__}(scope={self.scope!r})"
 
 
-@gate.decided_after_authentication
+@view_asks.decided_after_authentication
 def _under_policy_throttle(view_func: Any, method: str) -> str | None:
     """When ``view_func`` is a django-ninja path whose operation for ``method`` has a
     :class:`PolicyThrottle` (the API's, a router's or its own), that throttle's scope

@@ -6,7 +6,7 @@ any override; if so it reads them, the users and the groups they name, and those
 members; then the policies, a few rows at a time as the table takes them (a background
 build gives other threads the GIL between policies). Each is a short query, and the two
 a load always runs are compiled once per connection
-(:mod:`~ratelimits.database.prepared`): a paced build cannot pause inside a query. A
+(:mod:`~ratelimits.database.compiled_queries`): a paced build cannot pause inside a query. A
 policy whose row is unchanged since the previous load is not compiled again: only the
 policies changed since are. A table rebuilt in the keeper thread uses that thread's own
 database connection; :func:`close_connections` closes it when the build is over, as the
@@ -25,7 +25,7 @@ from django.db import close_old_connections, connections, router
 from django.db.models import QuerySet
 
 from ratelimits.conf import ANY_SETTING, resets_on_setting_change
-from ratelimits.database import prepared
+from ratelimits.database import compiled_queries
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.policy.overrides import compile_rules
 from ratelimits.engine.table.pacing import pause
@@ -55,7 +55,7 @@ def load() -> Iterator[CompiledPolicy]:
     connections[database].ensure_connection()
     pause()
     fields = row_fields()
-    query = prepared.prepare("policies", database, lambda: _policy_rows(database, fields))
+    query = compiled_queries.prepare("policies", database, lambda: _policy_rows(database, fields))
     pause()
     overrides = _Overrides.read(PolicyOverride.objects.using(database), database)
     pause()
@@ -99,7 +99,7 @@ def _policy_rows(database: str, fields: list[str]) -> QuerySet[Any, tuple[Any, .
 
 def _any_override(database: str) -> bool:
     """Whether ``database`` holds any override (a one-row query, compiled once)."""
-    query = prepared.prepare(
+    query = compiled_queries.prepare(
         "any override",
         database,
         lambda: PolicyOverride.objects.using(database).order_by().values_list("pk")[:1],

@@ -11,7 +11,7 @@ Redis call, before any password is checked, and the signals are sent as for any 
 attempt is refused, and ``authenticate()`` fails whatever the password. Otherwise the
 other backends check the credentials; :func:`failed` (on ``user_login_failed``) marks the
 attempt failed, and after the response every attempt that did not fail gets its units back, as a
-``counts = "failures"`` policy's request does (:mod:`ratelimits.http.afterwards`). So
+``counts = "failures"`` policy's request does (:mod:`ratelimits.http.after_response`). So
 parallel guesses can never pass a limit: each spent its unit before its password was
 checked.
 

@@ -25,11 +25,11 @@ from ratelimits.engine.keys import names as keys
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store import connection
 from ratelimits.engine.store.connection import Client
-from ratelimits.tools.applied import Applied
+from ratelimits.tools.applied_rules import Applied
 from ratelimits.tools.inventory import lock_to_read, policy_check
+from ratelimits.tools.key_timing import Lockout, NextReset, lockout_from, next_reset, period_of
 from ratelimits.tools.leases import Lease, parse
 from ratelimits.tools.snapshots import read_together
-from ratelimits.tools.timing import Lockout, NextReset, lockout_from, next_reset, period_of
 
 
 @dataclass(frozen=True, slots=True)

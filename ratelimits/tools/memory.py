@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 
 from ratelimits.engine import algorithms
-from ratelimits.tools.measured import (
+from ratelimits.tools.memory_figures import (
     MEASURED,
     REDIS_6,
     REDIS_7,

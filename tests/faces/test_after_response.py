@@ -145,10 +145,10 @@ def test_drf_alone_reads_the_status_from_its_view(client):
 def test_without_a_seen_status_the_units_stay_spent_and_it_is_said(client, caplog):
     """A face that cannot see the status (here a plain view checked only by a gate call
     without the middleware) keeps the units, and says how to fix it, once."""
-    from ratelimits.http import gate
+    from ratelimits.http import view_asks
 
     def unseen(request):
-        gate.check(request, "unseen", unseen)
+        view_asks.check(request, "unseen", unseen)
         from django.http import HttpResponse
 
         return HttpResponse("ok")

@@ -30,7 +30,7 @@ EXPECTED = (
     "ratelimits/http/facts.py",
     "ratelimits/admin/policy.py",
     "ratelimits/tools/policy_files/__init__.py",
-    "ratelimits/tools/inventory/usage.py",
+    "ratelimits/tools/inventory/key_usage.py",
     "ratelimits/tools/endpoints/urlconf.py",
     "ratelimits/cli/check.py",
     "ratelimits/database/policy_source.py",

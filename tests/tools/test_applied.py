@@ -17,7 +17,7 @@ from ratelimits.engine.policy.overrides import compile_rules
 from ratelimits.http import facts
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools import inventory
-from ratelimits.tools.applied import EXEMPT_NETWORKS, applied, user_key_of, with_overrides
+from ratelimits.tools.applied_rules import EXEMPT_NETWORKS, applied, user_key_of, with_overrides
 from tests.helpers import hashed
 
 pytestmark = pytest.mark.django_db

@@ -24,7 +24,7 @@ from ratelimits.contrib.django_ratelimit.spec import Spec
 from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.http import afterwards, facts, responses
+from ratelimits.http import after_response, facts, responses
 from ratelimits.http.headers import attach_decisions, decisions_of
 
 #: The request attribute counting, per policy name, the decisions the decorator made.
@@ -115,7 +115,7 @@ def settled(request: Any, found: Applied, verdict: Verdict | None) -> bool:
         for decision in verdict.decisions:
             own[decision.policy] = own.get(decision.policy, 0) + 1
         if verdict.receipt is not None:
-            afterwards.hold(request, verdict.receipt)
+            after_response.hold(request, verdict.receipt)
     latest = _latest(request, found.policy.name)
     return latest is not None and latest.blocks
 

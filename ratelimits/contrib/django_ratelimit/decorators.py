@@ -23,7 +23,7 @@ from ratelimits.contrib.django_ratelimit.spec import (
     declare,
     default_group,
 )
-from ratelimits.http import afterwards
+from ratelimits.http import after_response
 
 __all__ = ["ratelimit"]
 
@@ -86,7 +86,7 @@ def ratelimit(
                     return await deciding.arefusal(request, verdict)
                 if verdict is None:
                     return await fn(request, *args, **kwargs)
-                return await afterwards.aserved(request, fn, *args, **kwargs)
+                return await after_response.aserved(request, fn, *args, **kwargs)
 
             return _marked(limited_async, fn, spec)
 
@@ -106,7 +106,7 @@ def ratelimit(
                 return deciding.refusal(request, verdict)
             if verdict is None:
                 return fn(request, *args, **kwargs)
-            return afterwards.served(request, fn, *args, **kwargs)
+            return after_response.served(request, fn, *args, **kwargs)
 
         return _marked(limited, fn, spec)
 

@@ -19,7 +19,7 @@ from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.table.current import PolicyTable
-from ratelimits.http import afterwards, facts
+from ratelimits.http import after_response, facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
 from ratelimits.signals import Announcement, announcements
 
@@ -33,7 +33,7 @@ class Ask:
 
     ``sender`` is the face, as the signals name it; ``scope`` and ``cost`` are the view's
     (see :func:`ratelimits.http.facts.request_cost`). ``before_authentication`` decides
-    only the policies that count failures (see :func:`ratelimits.http.gate.check`).
+    only the policies that count failures (see :func:`ratelimits.http.view_asks.check`).
     ``policies``, when given, are the face's own choice instead of the table's match
     (DRF's ``get_policies``); ``identity_of``, when given, says who a request counts as
     instead of each policy's key kind (DRF's ``get_identity``); ``status_of`` tells the
@@ -106,7 +106,7 @@ _NOTHING = Passage()
 def plan(request: Any, ask: Ask) -> Plan:
     """The pipeline for ``request``: the policies it falls under that no face has decided
     yet, decided at once; then their decisions kept on the request, what the request
-    holds handed to :mod:`ratelimits.http.afterwards`, the signals sent, and the 429 of a
+    holds handed to :mod:`ratelimits.http.after_response`, the signals sent, and the 429 of a
     face that answers. With ``RATELIMITS["MODE"]`` ``"off"`` nothing is asked: no table,
     no call."""
     if mode.is_off():
@@ -129,7 +129,7 @@ def plan(request: Any, ask: Ask) -> Plan:
     verdict: Verdict = yield Decide(checks)
     attach_decisions(request, verdict.decisions)
     if verdict.receipt is not None:
-        afterwards.hold(request, verdict.receipt, ask.status_of, outcome=ask.outcome)
+        after_response.hold(request, verdict.receipt, ask.status_of, outcome=ask.outcome)
     sent = announcements(verdict, known)
     if sent:
         yield Announce(ask.sender, sent)

@@ -11,7 +11,7 @@ from typing import Any
 from django.urls import get_resolver
 from rest_framework.views import APIView
 
-from ratelimits.http.gate import scope_of
+from ratelimits.http.view_asks import scope_of
 from ratelimits.tools.endpoints.urlconf import Route, initkwargs, view_class_of, walk
 
 #: The attributes ``ratelimits.contrib.django_ratelimit.ratelimit`` leaves on a view: the

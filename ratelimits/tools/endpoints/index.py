@@ -7,7 +7,7 @@ import fnmatch
 
 from django.urls import get_resolver
 
-from ratelimits.http.gate import scope_of
+from ratelimits.http.view_asks import scope_of
 from ratelimits.tools.endpoints.globs import path_fillings
 from ratelimits.tools.endpoints.urlconf import (
     Route,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.urls import get_resolver
 
-from ratelimits.http.gate import scope_of
+from ratelimits.http.view_asks import scope_of
 from ratelimits.tools.endpoints.urlconf import (
     initkwargs,
     is_name,

@@ -17,6 +17,7 @@ policies keys are read under), :mod:`~.usage` (reading keys) and :mod:`~.ranking
 clients nearest their limits).
 """
 
+from ratelimits.tools.inventory.key_usage import READ_BATCH, KeyUsage, usage
 from ratelimits.tools.inventory.keyspace import (
     SCAN_BATCH,
     Progress,
@@ -34,7 +35,6 @@ from ratelimits.tools.inventory.policies import (
     policy_check,
 )
 from ratelimits.tools.inventory.ranking import clients_of, nearest_limits, top, used_share
-from ratelimits.tools.inventory.usage import READ_BATCH, KeyUsage, usage
 
 __all__ = [
     "READ_BATCH",

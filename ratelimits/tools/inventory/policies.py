@@ -9,7 +9,7 @@ from ratelimits.engine import limiter
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.models import Policy
-from ratelimits.tools.applied import Applied, applied, with_overrides
+from ratelimits.tools.applied_rules import Applied, applied, with_overrides
 
 
 class KnownPolicies(dict[str, CompiledPolicy]):

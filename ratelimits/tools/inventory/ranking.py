@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store.connection import Client
+from ratelimits.tools.inventory.key_usage import KeyUsage, usage
 from ratelimits.tools.inventory.keyspace import scan
-from ratelimits.tools.inventory.usage import KeyUsage, usage
 
 
 def clients_of(

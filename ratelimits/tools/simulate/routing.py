@@ -12,7 +12,7 @@ from django.urls import Resolver404, resolve
 
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.table.policy_table import PolicyTable
-from ratelimits.http.gate import scope_of
+from ratelimits.http.view_asks import scope_of
 from ratelimits.tools.endpoints.urlconf import (
     initkwargs,
     is_name,

@@ -13,10 +13,10 @@ from ratelimits.engine.decision import Decision
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.store.connection import Client
-from ratelimits.tools.applied import Applied
+from ratelimits.tools.applied_rules import Applied
 from ratelimits.tools.inventory.keyspace import by_node
 from ratelimits.tools.inventory.policies import lock_to_read, policy_check
-from ratelimits.tools.timing import Lockout, lockout_from
+from ratelimits.tools.key_timing import Lockout, lockout_from
 
 #: Keys per pipelined batch of reads.
 READ_BATCH = 500
@@ -29,7 +29,7 @@ class KeyUsage:
     ``decision`` is what the key's policy, as it applies to the key's client, would
     answer for one more request now (``None`` when the client is exempt, or the policy
     is gone or now uses another algorithm, see ``note``). ``rule`` is what applies to the
-    client (:mod:`ratelimits.tools.applied`: the override's limit, or an exemption);
+    client (:mod:`ratelimits.tools.applied_rules`: the override's limit, or an exemption);
     ``None`` when the policy is gone or the key is left over from another algorithm.
     ``ttl`` is in seconds (``None``: the key has no expiry); ``memory`` is ``MEMORY
     USAGE`` in bytes. ``lockout`` is the client's lockout while it lasts, on a lockout's

@@ -17,8 +17,8 @@ from ratelimits.engine.store import connection, errors
 from ratelimits.exceptions import ConfigurationError
 from ratelimits.models import Policy
 from ratelimits.tools import inventory, leases, lifting
-from ratelimits.tools.applied import with_overrides
-from ratelimits.tools.timing import NextReset, next_reset
+from ratelimits.tools.applied_rules import with_overrides
+from ratelimits.tools.key_timing import NextReset, next_reset
 
 TOP_CLIENTS = 20
 SCAN_LIMIT = 10_000
