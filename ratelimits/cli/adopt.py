@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits.cli.common import file_format, write_document
+from ratelimits.cli.subcommand import Subcommand, add_format
 from ratelimits.contrib import django_ratelimit
 from ratelimits.models import Policy
 from ratelimits.tools import adoption, policy_files
@@ -104,3 +105,39 @@ def _rate(row: dict[str, Any]) -> str:
         f"{algorithm}, {row.get('limit')} per {row.get('window')} s per {key}{cost}, "
         f"endpoint {row.get('endpoint')}, {row.get('mode')}"
     )
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--mode",
+        choices=("shadow", "enforce"),
+        default=None,
+        help="shadow: the policies count and log, and let requests pass; enforce: they "
+        "deny. Also sets the mode of the policies an earlier run adopted. Without it, "
+        "a stored policy keeps its mode and a new one is in shadow.",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="Print the plan and the same plan as a policy file; write no policy.",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        help="Also write the plan as a policy file that `import` accepts ('-' for stdout).",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbosity",
+        dest="adopt_verbosity",
+        type=int,
+        choices=(0, 1, 2, 3),
+        default=None,
+        help="1 (default): one line per policy; 2: each route it replaces too.",
+    )
+    add_format(parser)
+
+
+SUBCOMMAND = Subcommand(
+    "adopt", "Write policies doing what the site's DRF throttles do now.", add_arguments, run_adopt
+)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from ratelimits.cli import output
+from ratelimits.cli.subcommand import Subcommand, add_json
 from ratelimits.conf import app_settings
 from ratelimits.database import sign_in_records
 
@@ -30,3 +31,18 @@ def run_audit_cleanup(command: BaseCommand, options: dict[str, Any]) -> None:
         command.stdout.write(f"Dry run: would delete {records} {kept}.")
     else:
         command.stdout.write(f"Deleted {records} {kept}.")
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--dry-run", action="store_true", help="Count the old records; delete nothing."
+    )
+    add_json(parser)
+
+
+SUBCOMMAND = Subcommand(
+    "audit-cleanup",
+    "Delete the sign-in records older than SIGN_IN_AUDIT_RETENTION days.",
+    add_arguments,
+    run_audit_cleanup,
+)

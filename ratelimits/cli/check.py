@@ -6,11 +6,12 @@ import ipaddress
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import RequestFactory
 from django.urls import Resolver404, resolve
 
 from ratelimits.cli import output, records
+from ratelimits.cli.subcommand import Subcommand, add_json
 from ratelimits.engine import global_mode as mode
 from ratelimits.engine import limiter
 from ratelimits.engine.keys.identity import UNKNOWN_IP, meta_key
@@ -167,3 +168,22 @@ def _user(username: str) -> Any:
         return find_user(username)
     except ValueError:
         raise CommandError(f"--user: there is no user {username!r}.") from None
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("--path", required=True, help="The request path, e.g. /api/login/.")
+    parser.add_argument("--method", default="GET", help="The HTTP method (default GET).")
+    parser.add_argument("--user", metavar="USERNAME", help="As this logged-in user.")
+    parser.add_argument("--ip", metavar="ADDR", help="From this client address.")
+    parser.add_argument(
+        "--header", metavar="NAME=VALUE", help="With this header, for header:<Name> policies."
+    )
+    add_json(parser)
+
+
+SUBCOMMAND = Subcommand(
+    "check",
+    "Which policies a request would meet, and this client's state in each.",
+    add_arguments,
+    run_check,
+)

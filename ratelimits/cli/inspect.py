@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits.cli import output, records
 from ratelimits.cli.common import find_policy, parse_identity, previous_identities_option
 from ratelimits.cli.identities import identity_label, usernames_of
+from ratelimits.cli.subcommand import Subcommand, add_json
 from ratelimits.conf import app_settings
 from ratelimits.engine import algorithms
 from ratelimits.engine.keys import kinds
@@ -16,6 +17,7 @@ from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
 from ratelimits.tools.applied_rules import applied
+from ratelimits.tools.identities import IDENTITY_FORMS
 
 #: What a key's last part may be, as the refusal of a bad KEY lists them.
 _SUFFIXES = "|".join([*keys.ALGORITHM_SUFFIX.values(), keys.LOCK_SUFFIX])
@@ -149,3 +151,15 @@ def _write_leases(command: BaseCommand, detail: inspection.KeyDetail) -> None:
     if rows:
         headers = ("#", "started", "age", "ends in", "")
         command.stdout.write(output.table(headers, rows, numeric=("#", "age", "ends in")))
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("key", nargs="?", metavar="KEY", help="The key, as `keys` lists it.")
+    parser.add_argument("--policy", metavar="NAME", help="The policy (with --identity).")
+    parser.add_argument("--identity", metavar="VALUE", help=f"The client: {IDENTITY_FORMS}.")
+    add_json(parser)
+
+
+SUBCOMMAND = Subcommand(
+    "inspect", "Show one key's full state without consuming.", add_arguments, run_inspect
+)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits.cli import output, records
 from ratelimits.cli.common import find_policy, identity_option, ipv6_prefix_of
 from ratelimits.cli.identities import identity_label, usernames_of
+from ratelimits.cli.subcommand import Subcommand, add_json, positive_or_zero
 from ratelimits.engine.keys import names as keys
 from ratelimits.engine.store import connection
 from ratelimits.tools import inspection, inventory
 from ratelimits.tools.applied_rules import Applied
+from ratelimits.tools.identities import IDENTITY_FORMS
 
 KEY_COLUMNS = (
     "key",
@@ -109,3 +111,24 @@ def _lockout_note(u: inventory.KeyUsage) -> str:
 def _override_label(rule: Applied | None) -> str:
     """The override column's cell: ``user bob``, ``exempt (group staff)``; "" for none."""
     return rule.label if rule else ""
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("--policy", metavar="NAME", help="Only this policy's keys.")
+    parser.add_argument("--identity", metavar="VALUE", help=f"Only this client: {IDENTITY_FORMS}.")
+    parser.add_argument(
+        "--match",
+        metavar="GLOB",
+        help="Only identities matching this Redis glob, e.g. 'ip:203.0.113.*'.",
+    )
+    parser.add_argument(
+        "--limit",
+        type=positive_or_zero,
+        default=1000,
+        metavar="N",
+        help="Stop after N keys without scanning the rest (default 1000; 0 for all).",
+    )
+    add_json(parser)
+
+
+SUBCOMMAND = Subcommand("keys", "List live keys (SCAN) with their counts.", add_arguments, run_keys)

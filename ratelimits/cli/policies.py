@@ -6,12 +6,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
 from ratelimits.cli import output
 from ratelimits.cli.common import file_format, write_document
 from ratelimits.cli.prompt import confirm
+from ratelimits.cli.subcommand import Subcommand, add_format, add_json
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools import policy_files
 from ratelimits.tools.endpoints import EndpointIndex
@@ -203,3 +204,35 @@ def _override_text(override: PolicyOverride, policy: Policy) -> str:
     rate at the policy's window as the file has it (never a secret: only hashes exist);
     for a concurrency policy ``3 at once, lease 60 s``."""
     return f"{override.target_display}: {override.rate_under(policy)}"
+
+
+def add_policies_arguments(parser: CommandParser) -> None:
+    add_json(parser)
+
+
+def add_export_arguments(parser: CommandParser) -> None:
+    parser.add_argument("file", nargs="?", metavar="FILE", help="Where to write (default stdout).")
+    add_format(parser)
+
+
+def add_import_arguments(parser: CommandParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="The file to read ('-' for stdin).")
+    add_format(parser)
+    parser.add_argument("--dry-run", action="store_true", help="Show the changes; make none.")
+    parser.add_argument(
+        "--prune", action="store_true", help="Also delete policies missing from the file."
+    )
+    parser.add_argument("--yes", action="store_true", help="Do not ask before pruning.")
+    add_json(parser)
+
+
+POLICIES = Subcommand("policies", "List every policy.", add_policies_arguments, run_policies)
+EXPORT = Subcommand(
+    "export", "Write every policy to a JSON or YAML file.", add_export_arguments, run_export
+)
+IMPORT = Subcommand(
+    "import",
+    "Create or update policies from a JSON or YAML file.",
+    add_import_arguments,
+    run_import,
+)

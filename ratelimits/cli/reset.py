@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits.cli import output
 from ratelimits.cli.common import (
@@ -15,8 +15,10 @@ from ratelimits.cli.common import (
     previous_identities_option,
 )
 from ratelimits.cli.prompt import confirm
+from ratelimits.cli.subcommand import Subcommand, add_json
 from ratelimits.engine.store import connection
 from ratelimits.tools import inventory, lifting
+from ratelimits.tools.identities import IDENTITY_FORMS
 
 
 def run_reset(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -116,3 +118,25 @@ def _reset_everywhere(command: BaseCommand, options: dict[str, Any]) -> None:
     else:
         deleted = output.count(record["deleted"], "key")
         command.stdout.write(f"Deleted {deleted}{within} for {scope}{lifting_text}.")
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--policy",
+        metavar="NAME",
+        help="The policy. Without it, --identity's keys in every policy that counts it "
+        "(alone or in a pair such as username+ip).",
+    )
+    parser.add_argument("--identity", metavar="VALUE", help=f"Only this client: {IDENTITY_FORMS}.")
+    parser.add_argument("--dry-run", action="store_true", help="List the keys; delete nothing.")
+    parser.add_argument("--yes", action="store_true", help="Do not ask for confirmation.")
+    add_json(parser)
+
+
+SUBCOMMAND = Subcommand(
+    "reset",
+    "Delete a policy's keys (all, or one client's), or one client's keys in every policy, "
+    "lifting its lockouts.",
+    add_arguments,
+    run_reset,
+)

@@ -15,6 +15,7 @@ import redis
 from django.core.management.base import BaseCommand, CommandError
 
 from ratelimits.cli import output
+from ratelimits.cli.subcommand import Subcommand
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.tools import policy_files
 from ratelimits.tools.simulate import LiveServer, Request, proposals, refuse_live, simulate
@@ -421,3 +422,12 @@ def text_report(record: dict[str, Any]) -> str:
         for example in record["skipped_examples"]:
             lines.append(f"  {example['file']}:{example['line']}: {example['reason']}")
     return "\n".join(lines)
+
+
+SUBCOMMAND = Subcommand(
+    "simulate",
+    "Replay access logs through the real scripts at the logs' clock: what each policy, "
+    "limit or algorithm would have denied.",
+    add_arguments,
+    run_simulate,  # type: ignore[arg-type]  # the command passes the embedded server
+)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ratelimits.cli import output
 from ratelimits.cli.common import find_policy
+from ratelimits.cli.subcommand import Subcommand, add_json, positive
 from ratelimits.engine.store import connection
 from ratelimits.tools import inventory
 from ratelimits.tools.traffic import traffic_report
@@ -77,3 +78,30 @@ def _limit_row(level: int, report: dict[str, Any]) -> bool:
     levels = [entry["at_least"] for entry in report["levels"]]
     below = [k for k in levels if k <= report["limit"]]
     return bool(below) and level == below[-1]
+
+
+def add_arguments(parser: CommandParser) -> None:
+    parser.add_argument("policy", metavar="POLICY", help="The policy's name.")
+    parser.add_argument(
+        "--since",
+        default="24h",
+        metavar="SPAN",
+        help="The span read: 1h, 24h (default) or 7d, or any number of hours or days up to 7d.",
+    )
+    parser.add_argument(
+        "--what-if",
+        dest="what_if",
+        type=positive,
+        metavar="N",
+        help="What a limit of N would have denied (default: the suggested limit).",
+    )
+    add_json(parser)
+
+
+SUBCOMMAND = Subcommand(
+    "traffic",
+    "How far a policy's clients went per window, what another limit would have denied, and "
+    "a suggested limit (from its traffic record).",
+    add_arguments,
+    run_traffic,
+)
