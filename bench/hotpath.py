@@ -34,7 +34,7 @@ from redis.connection import AbstractConnection
 
 from bench.common import DECIDE_COMMANDS, Context, Section, Target, markdown_table, median
 from ratelimits.engine import limiter
-from ratelimits.engine.calls import decide_call
+from ratelimits.engine.decide_protocol import decide_call
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.steps import drive, plan
 from ratelimits.engine.store import caller, commands, connection

@@ -10,8 +10,8 @@ import logging
 import time
 from collections.abc import Sequence
 
-import ratelimits.engine.reply as replies
-from ratelimits.engine.decision import Decision, Verdict
+import ratelimits.engine.decide_protocol as protocol
+from ratelimits.engine.decision import Decision, Verdict, fail_verdict, verdict_from
 from ratelimits.engine.denials import generation as denials_generation
 from ratelimits.engine.denials import lookup as remembered_denial
 from ratelimits.engine.denials import remember as remember_denial
@@ -25,7 +25,6 @@ from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection, errors
 from ratelimits.engine.store.route import BreakerOpen
 from ratelimits.engine.traffic.record import tally as tally_traffic
-from ratelimits.engine.verdicts import fail_verdict, verdict_from
 from ratelimits.exceptions import ConfigurationError
 
 logger = logging.getLogger("ratelimits")
@@ -58,14 +57,14 @@ class Attempt:
                     _report(blocked, self.started, "local")
                 self.answer = blocked
 
-    def decided(self, reply: replies.Reply) -> Verdict:
+    def decided(self, reply: protocol.Reply) -> Verdict:
         """The verdict of ``reply``; remembers the denials it teaches, makes the receipt
         of what a response may give back, and counts a recorded request."""
         checks = self.checks
         _, verdict = verdict_from(checks, reply)
         if self.local:
             for index, (check, decision) in enumerate(zip(checks, verdict.decisions, strict=True)):
-                blocked_us = replies.field(reply, index, replies.BLOCKED_US)
+                blocked_us = protocol.field(reply, index, protocol.BLOCKED_US)
                 # Units a response gives back free before the time Redis could tell.
                 if blocked_us > 0 and not check.policy.gives_back:
                     remember_denial(
@@ -78,7 +77,7 @@ class Attempt:
                     break
             if verdict.allowed:
                 verdict.near_limit = crossed_near_limit(checks, verdict.decisions)
-            tally_traffic(checks, verdict, now=replies.now_us(reply) / 1_000_000)
+            tally_traffic(checks, verdict, now=protocol.now_us(reply) / 1_000_000)
             _report(verdict, self.started, "redis")
         return verdict
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-import ratelimits.engine.calls as calls
+import ratelimits.engine.decide_protocol as protocol
 from ratelimits.engine.receipt import Receipt
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import commands, connection, errors
@@ -54,7 +54,7 @@ def _give_back_group(receipt: Receipt, group: list[int], route: ServerRoute) -> 
     """One give-back call for the receipt's checks at ``group`` (one hash slot)."""
     checks = [receipt.checks[i] for i in group]
     times = [receipt.times[i] for i in group]
-    args = calls.give_back_arguments(checks, times, [receipt.marks[i] for i in group])
+    args = protocol.give_back_arguments(checks, times, [receipt.marks[i] for i in group])
     keys = [check.key for check in checks]
     call = commands.decide_call(keys, commands.bulk_strings(args), len(args))
     guard = route.guard(keys[0])

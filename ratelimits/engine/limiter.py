@@ -10,7 +10,7 @@ Functions. The pieces behind it, each in a module of its own:
 - :mod:`~ratelimits.engine.steps`: the calls to make, written once, driven sync or async;
 - :mod:`~ratelimits.engine.store.route`: where a call goes, chosen once per client (one
   server or a cluster), with its circuit breakers;
-- :mod:`~ratelimits.engine.calls` and :mod:`~ratelimits.engine.reply`: the call's
+- :mod:`~ratelimits.engine.decide_protocol`: the call's
   arguments and its reply, as ``lua/decide.lua`` lays them out;
 - :mod:`~ratelimits.engine.give_back`: what a response gives back afterwards;
 - :mod:`~ratelimits.engine.pipelined`: a look queued on a tool's pipeline.
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ratelimits.engine.attempt import Attempt
-from ratelimits.engine.decision import Verdict
+from ratelimits.engine.decision import Verdict, verdict_from
 from ratelimits.engine.give_back import give_back
 from ratelimits.engine.pipelined import queue_peek
 from ratelimits.engine.policy.compiled import Check
@@ -32,7 +32,6 @@ from ratelimits.engine.receipt import Receipt
 from ratelimits.engine.steps import Steps, adrive, drive, plan
 from ratelimits.engine.store.connection import Client
 from ratelimits.engine.store.route import current, route_for
-from ratelimits.engine.verdicts import verdict_from
 
 __all__ = [
     "Check",

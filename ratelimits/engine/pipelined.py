@@ -1,6 +1,6 @@
 """Decide calls queued on a pipeline of one server (the tools read many keys at once; a
 cluster's tools use each node's client): read each reply with
-:func:`ratelimits.engine.verdicts.verdict_from`."""
+:func:`ratelimits.engine.decision.verdict_from`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from ratelimits.engine.calls import arguments
+from ratelimits.engine.decide_protocol import arguments
 from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import caller, scripts
 

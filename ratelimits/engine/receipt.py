@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import ratelimits.engine.algorithms as algorithms
-import ratelimits.engine.reply as replies
+import ratelimits.engine.decide_protocol as protocol
 from ratelimits.engine.policy.compiled import Check
 
 #: The lowest status that is a failure, for ``counts``.
@@ -60,17 +60,17 @@ class Receipt:
         return due
 
 
-def receipt_of(checks: Sequence[Check], reply: replies.Reply) -> Receipt | None:
+def receipt_of(checks: Sequence[Check], reply: protocol.Reply) -> Receipt | None:
     """The receipt of a recording decide call's ``reply``, or ``None`` when the request
     was not admitted or spent nothing to give back."""
-    if not replies.admitted(reply):
+    if not protocol.admitted(reply):
         return None
     held, times, marks = [], [], []
     for index, check in enumerate(checks):
-        if check.policy.gives_back and replies.allows(reply, index):
+        if check.policy.gives_back and protocol.allows(reply, index):
             held.append(check)
-            times.append(replies.call_time_us(reply, index, len(checks)))
-            marks.append(replies.field(reply, index, replies.COUNT_MILLI) // 1000)
+            times.append(protocol.call_time_us(reply, index, len(checks)))
+            marks.append(protocol.field(reply, index, protocol.COUNT_MILLI) // 1000)
     if not held:
         return None
     return Receipt(tuple(held), tuple(times), tuple(marks))

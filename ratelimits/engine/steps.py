@@ -20,8 +20,7 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import ratelimits.engine.calls as calls
-import ratelimits.engine.reply as replies
+import ratelimits.engine.decide_protocol as protocol
 from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import breaker as breakers
 from ratelimits.engine.store import connection
@@ -61,7 +60,7 @@ def plan(
     record: bool,
     now: float | None,
     guarded: bool = True,
-) -> Steps[replies.Reply]:
+) -> Steps[protocol.Reply]:
     """The calls that decide ``checks`` along ``route``, and their reply, merged in the
     checks' order when there were several. ``guarded``: each call goes through its
     server's circuit breaker (raising ``BreakerOpen`` or :class:`ServerFailed`); the
@@ -75,22 +74,22 @@ def plan(
     looked = []
     for part in parts:
         looked.append((yield from _one_call(route, part, False, now, guarded)))
-    if not (record and all(replies.admitted(r) for r in looked)):
-        return replies.merged(groups, looked, len(checks))
+    if not (record and all(protocol.admitted(r) for r in looked)):
+        return protocol.merged(groups, looked, len(checks))
     recorded = []
     for part in parts:
         recorded.append((yield from _one_call(route, part, True, now, guarded)))
-    return replies.merged(groups, recorded, len(checks))
+    return protocol.merged(groups, recorded, len(checks))
 
 
 def _one_call(
     route: ServerRoute, checks: Sequence[Check], record: bool, now: float | None, guarded: bool
-) -> Steps[replies.Reply]:
+) -> Steps[protocol.Reply]:
     """One call for ``checks`` (one hash slot), through its server's breaker when
     ``guarded``."""
     keys = [check.key for check in checks]
-    call = calls.decide_call(checks, record=record, now=now, keys=keys)
-    send = Send(route, keys, call, lambda: calls.arguments(checks, record, now))
+    call = protocol.decide_call(checks, record=record, now=now, keys=keys)
+    send = Send(route, keys, call, lambda: protocol.arguments(checks, record, now))
     if not guarded:
         return (yield send)
     guard = route.guard(keys[0], writes=record)

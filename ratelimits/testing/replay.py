@@ -17,5 +17,5 @@ def queue_decide(
     slot), at ``now`` (seconds) or the Redis clock. Redis runs queued calls in order, so
     replaying a timeline through one pipeline decides exactly as calling
     :func:`ratelimits.engine.limiter.evaluate` for each request would; read each reply
-    with :func:`ratelimits.engine.verdicts.verdict_from`."""
+    with :func:`ratelimits.engine.decision.verdict_from`."""
     queue_script(checks, pipeline, record=True, now=now)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ratelimits.engine import limiter, verdicts
+from ratelimits.engine import decision, limiter
 from ratelimits.engine.decision import Decision
 from ratelimits.testutils import reset_state
 from tests.helpers import IDENTITY, assert_said_once_a_minute, policy, remind_on
@@ -100,7 +100,7 @@ def test_a_request_denied_by_one_policy_spends_nothing_in_the_others(algorithm):
 def test_a_cost_above_the_capacity_is_denied_for_a_window_and_logged_once(
     algorithm, redis_client, caplog
 ):
-    verdicts._oversized.clear()
+    decision._oversized.clear()
     p = policy(algorithm, limit=5, window=60, name="small")
     other = policy(algorithm, limit=5, window=60, name="other")
     with caplog.at_level(logging.WARNING, logger="ratelimits"):
@@ -116,7 +116,7 @@ def test_a_cost_above_the_capacity_is_denied_for_a_window_and_logged_once(
 
 
 def test_a_cost_above_the_capacity_is_said_again_each_minute(monkeypatch, caplog):
-    clock = remind_on(monkeypatch, verdicts, "_oversized")
+    clock = remind_on(monkeypatch, decision, "_oversized")
     p = policy("fixed_window", limit=5, window=60, name="small")
 
     def said() -> int:

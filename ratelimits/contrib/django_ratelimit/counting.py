@@ -25,11 +25,10 @@ from django.core.cache import caches
 from django.core.cache.backends.dummy import DummyCache
 
 from ratelimits.conf import app_settings, resets_on_setting_change
-from ratelimits.engine.decision import Verdict
+from ratelimits.engine.decision import Verdict, fail_verdict
 from ratelimits.engine.limiter import adecide, decide, evaluate
 from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import cache_pool, connection
-from ratelimits.engine.verdicts import fail_verdict
 from ratelimits.exceptions import ConfigurationError
 
 

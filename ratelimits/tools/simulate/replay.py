@@ -3,7 +3,7 @@ scratch server.
 
 Each line makes one decide call per scenario whose policies it meets, with the line's time
 as the call's ``now``: the same keys, arguments and Lua a live request's call has (built
-by :mod:`ratelimits.engine.calls`, sent as :mod:`ratelimits.engine.store.commands` packs
+by :mod:`ratelimits.engine.decide_protocol`, sent as :mod:`ratelimits.engine.store.commands` packs
 it), under a key prefix of the replay's own. Calls go in batches on one connection; Redis
 runs them in order, so a batch decides as one call per line would.
 
@@ -23,8 +23,8 @@ from typing import Any
 
 import redis
 
-from ratelimits.engine import reply as replies
-from ratelimits.engine.calls import LOOK, POLICY_SLOTS, RECORD, decide_call
+from ratelimits.engine import decide_protocol as protocol
+from ratelimits.engine.decide_protocol import LOOK, POLICY_SLOTS, RECORD, decide_call
 from ratelimits.engine.keys.exemptions import networks as exempt_networks
 from ratelimits.engine.keys.names import build_key
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
@@ -316,7 +316,7 @@ class Replay:
     ) -> None:
         admitted = bool(reply[0])
         for index, (tally, client) in enumerate(targets):
-            allowed = replies.allows(reply, index)
+            allowed = protocol.allows(reply, index)
             if admitted:
                 tally.decided(client, True, at)
             elif not allowed:

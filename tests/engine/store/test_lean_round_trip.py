@@ -11,7 +11,7 @@ import redis
 from redis.sentinel import SentinelManagedConnection
 
 from ratelimits.engine import limiter
-from ratelimits.engine.calls import decide_call
+from ratelimits.engine.decide_protocol import decide_call
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.store import caller, connection
 

@@ -1,10 +1,18 @@
-"""The decide call for a request's checks: its keys and arguments, as the decide code
-reads them (``lua/decide.lua``'s header) and :mod:`ratelimits.engine.store.commands`
-sends them.
+"""The decide call as ``lua/decide.lua``'s header gives it: what it sends for a request's
+checks (its keys and arguments, which :mod:`ratelimits.engine.store.commands` sends) and
+what it answers (its reply, read in one place).
 
 On the request path the arguments are bytes each policy packed ahead
 (``Check.wire_args``), behind a head shared by every request; a replayed time (tests,
 the tools' timelines) packs them again, since a calendar period depends on the time.
+
+The reply::
+
+    {admitted, now_us, then for each policy i: allowed, count x 1000, remaining,
+     retry_ms, reset_ms, blocked_us}
+
+A reply merged from several calls (a cluster's hash slots: :func:`merged`) carries, after
+the policies' fields, each policy's own call time in microseconds (:func:`call_time_us`).
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ from collections.abc import Sequence
 from ratelimits.engine.policy.compiled import Check
 from ratelimits.engine.store import commands
 from ratelimits.engine.store.commands import bulk_strings
+
+# What the call sends.
 
 #: Arguments per policy: algorithm, limit, window_ms, enforce, burst, cost.
 POLICY_SLOTS = 6
@@ -69,3 +79,66 @@ def give_back_arguments(
         mark_slot = "r" if check.policy.reset_on_success else str(mark)
         args += [algorithm, limit, window_ms, mark_slot, burst, str(check.units)]
     return args
+
+
+# What the call answers.
+
+#: Fields per policy, and where each is among them.
+FIELDS = 6
+ALLOWED, COUNT_MILLI, REMAINING, RETRY_MS, RESET_MS, BLOCKED_US = range(FIELDS)
+#: Fields in front of the policies': admitted, now_us.
+_HEAD = 2
+#: The values of a policy's ``allowed`` field.
+DENIED, ADMITTED, LOCKOUT_STARTED = 0, 1, 2
+
+Reply = list[int]
+
+
+def admitted(reply: Reply) -> bool:
+    """Whether the call admitted the request (no enforcing policy denied it)."""
+    return bool(reply[0])
+
+
+def now_us(reply: Reply) -> int:
+    """The Redis clock when the call ran (the first call's, when merged)."""
+    return int(reply[1])
+
+
+def fields(reply: Reply, index: int) -> Reply:
+    """Policy ``index``'s fields, in the order of :data:`FIELDS`."""
+    start = _HEAD + FIELDS * index
+    return reply[start : start + FIELDS]
+
+
+def field(reply: Reply, index: int, which: int) -> int:
+    """One field (:data:`ALLOWED` ... :data:`BLOCKED_US`) of policy ``index``."""
+    return int(reply[_HEAD + FIELDS * index + which])
+
+
+def allows(reply: Reply, index: int) -> bool:
+    """Whether policy ``index`` allowed the request (its ``allowed`` field is
+    :data:`ADMITTED`; :data:`LOCKOUT_STARTED` is a denial)."""
+    return int(reply[_HEAD + FIELDS * index + ALLOWED]) == ADMITTED
+
+
+def call_time_us(reply: Reply, index: int, policies: int) -> int:
+    """When policy ``index`` (of ``policies``) was decided: its own call's time in a merged
+    reply, else the one call's."""
+    timed = len(reply) > _HEAD + FIELDS * policies
+    return int(reply[_HEAD + FIELDS * policies + index]) if timed else now_us(reply)
+
+
+def merged(groups: Sequence[Sequence[int]], replies: Sequence[Reply], policies: int) -> Reply:
+    """One reply for ``policies`` policies from the replies of the calls that decided
+    ``groups`` of them (each group: the indexes of its policies, in its call's order)."""
+    result: Reply = [int(all(admitted(r) for r in replies)), now_us(replies[0])]
+    found: list[Reply] = [[] for _ in range(policies)]
+    times = [0] * policies
+    for group, reply in zip(groups, replies, strict=True):
+        for position, index in enumerate(group):
+            found[index] = list(fields(reply, position))
+            times[index] = now_us(reply)
+    for policy_fields in found:
+        result.extend(policy_fields)
+    result.extend(times)
+    return result
