@@ -20,7 +20,7 @@ from bench.common import BENCH_DIR, Context, Section, markdown_table
 from ratelimits.engine import limiter
 from ratelimits.engine.store import connection
 from ratelimits.engine.table import current as table
-from ratelimits.http import facts
+from ratelimits.http import request_facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE
 from ratelimits.throttling import PolicyThrottle
 
@@ -87,7 +87,10 @@ def run(ctx: Context) -> Section:
             "match the policies (in-process table)",
             lambda: throttle.get_policies(next_request(), view),
         ),
-        ("the client's identity", lambda: facts.request_identity("ip", next_request(), None)),
+        (
+            "the client's identity",
+            lambda: request_facts.request_identity("ip", next_request(), None),
+        ),
         ("the key", lambda: policy.key_for("ip:10.0.0.1")),
         (
             "the decide call (limiter.decide, 1 FCALL)",

@@ -14,7 +14,7 @@ from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.table.current import get_table
-from ratelimits.http import after_response, facts, pipeline
+from ratelimits.http import after_response, pipeline, request_facts
 
 __all__ = ["PolicyThrottle"]
 
@@ -70,12 +70,12 @@ class PolicyThrottle(BaseThrottle):
             method=request.method,  # DRF's: a cloned request may carry another method
             path=http.path,
             scope=getattr(view, "throttle_scope", None),
-            url_name=facts.url_name(http),
+            url_name=request_facts.url_name(http),
         )
 
     def get_identity(self, request: Any, policy: CompiledPolicy) -> str | None:
         """Who ``request`` counts as under ``policy``; ``None`` leaves the policy out."""
-        return facts.policy_identity(request, policy)
+        return request_facts.policy_identity(request, policy)
 
 
 def _status_of(view: Any) -> int:

@@ -19,7 +19,7 @@ from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.policy.overrides import Exemption
 from ratelimits.engine.store import connection
 from ratelimits.engine.table import current as table
-from ratelimits.http import facts
+from ratelimits.http import request_facts
 from ratelimits.tools.identities import find_user
 
 COLUMNS = (
@@ -53,13 +53,13 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
     request = _request(method, path, options)
     loaded = table.load_table()  # leaves out, logging, a row this machine cannot compile
     policies = loaded.match(method=method, path=path, scope=scope, url_name=url_name)
-    exempt_network = facts.is_exempt(request)
-    user_key = facts.user_key(request)
+    exempt_network = request_facts.is_exempt(request)
+    user_key = request_facts.user_key(request)
     checks: list[limiter.Check] = []
     exempt: list[tuple[CompiledPolicy, str, str]] = []  # (policy, identity, which rule)
     skipped: list[tuple[CompiledPolicy, str]] = []
     for policy in policies:
-        who = facts.policy_identity(request, policy)
+        who = request_facts.policy_identity(request, policy)
         if who is None:
             skipped.append((policy, _uncounted(policy)))
         elif who == UNKNOWN_IP and options["ip"] is None:
@@ -70,7 +70,7 @@ def run_check(command: BaseCommand, options: dict[str, Any]) -> None:
             rule = policy.rule_for(
                 user_key,
                 who,
-                lambda p=policy: facts.previous_identities(request, p),
+                lambda p=policy: request_facts.previous_identities(request, p),
             )
             if isinstance(rule, Exemption):
                 exempt.append((policy, who, rule.override))

@@ -29,7 +29,7 @@ from ratelimits.engine.policy import periods
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.table.current import get_table
 from ratelimits.exceptions import RedisUnavailable
-from ratelimits.http import facts
+from ratelimits.http import request_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ def usage_of(request: Any) -> list[PolicyUsage]:
     order); raises :class:`~ratelimits.exceptions.RedisUnavailable` when Redis cannot
     answer (or its circuit breaker is open)."""
     policies = [p for p in get_table().policies if p.enforce and not p.kind.shared]
-    picked = facts.checks_for(request, policies, _identity_if_counted)
+    picked = request_facts.checks_for(request, policies, _identity_if_counted)
     checks: list[Check] = []
     for check in picked:
         policy = check.policy
@@ -107,7 +107,7 @@ def _identity_if_counted(request: Any, policy: CompiledPolicy) -> str | None:
     header the request does not carry (its requests without it count by address)."""
     if policy.header_meta_key is not None and not request.META.get(policy.header_meta_key):
         return None
-    return facts.policy_identity(request, policy)
+    return request_facts.policy_identity(request, policy)
 
 
 def _take(found: Iterator[Decision], policy: CompiledPolicy) -> list[Decision]:

@@ -29,7 +29,7 @@ def check(
 ) -> Verdict | None:
     """Decide the policies ``request`` falls under that no face has decided yet;
     ``None`` when there are none. ``cost`` is the view's ``ratelimit_cost`` (see
-    :func:`ratelimits.http.facts.request_cost`). A denial sends ``request_throttled``
+    :func:`ratelimits.http.request_facts.request_cost`). A denial sends ``request_throttled``
     from ``sender``, an admission that takes a policy near its limit
     ``request_near_limit``.
 

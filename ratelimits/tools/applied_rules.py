@@ -1,6 +1,6 @@
 """Which limit applies to the client a key counts: overrides as the request path applies them.
 
-On the request path :func:`ratelimits.http.facts.checks_for` hands the request's user and
+On the request path :func:`ratelimits.http.request_facts.checks_for` hands the request's user and
 identity to :meth:`~ratelimits.engine.policy.compiled.CompiledPolicy.for_client`. A tool reading a
 key has only the key's identity, which says who the client is: ``u:<pk>`` (or ``u#<hash>``)
 a user, whose user override and groups' overrides apply as on the request path; ``ip:…``

@@ -14,7 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import RequestFactory, override_settings
 
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.http import facts
+from ratelimits.http import request_facts
 from ratelimits.testutils import free_port
 from tests.cli.traffic import SECRET, V4, add_policy, all_keys, hit, mid_window, redis_now_us
 
@@ -38,7 +38,7 @@ def clients(redis_client) -> dict[str, Any]:
     def who(policy: CompiledPolicy, ip: str = "", user: Any = None, **meta: str) -> str:
         request = RequestFactory().get("/", REMOTE_ADDR=ip, **meta)
         request.user = user or AnonymousUser()
-        found = facts.policy_identity(request, policy)
+        found = request_facts.policy_identity(request, policy)
         assert found is not None
         return found
 

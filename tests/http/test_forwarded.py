@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from ratelimits.engine.keys.exemptions import is_exempt_address
 from ratelimits.http import forwarded, nat64, proxies
-from ratelimits.http.facts import client_ip
 from ratelimits.http.forwarded import (
     MAX_HOPS,
     forwarded_for,
@@ -27,6 +26,7 @@ from ratelimits.http.forwarded import (
     x_forwarded_for,
     x_forwarded_for_hops,
 )
+from ratelimits.http.request_facts import client_ip
 from tests.helpers import assert_said_once_a_minute, ratelimits_settings, remind_on
 
 PROXY = "10.0.0.2"

@@ -12,7 +12,7 @@ import pytest
 from django.test import RequestFactory, override_settings
 
 from ratelimits.http import nat64
-from ratelimits.http.facts import client_ip, is_exempt, request_identity
+from ratelimits.http.request_facts import client_ip, is_exempt, request_identity
 from tests.helpers import ratelimits_settings
 
 # RFC 6052 section 2.4: 192.0.2.33 embedded under 2001:db8:122:344::/n.

@@ -27,7 +27,7 @@ EXPECTED = (
     # One module of every subpackage: a package left out of pyproject.toml is missing here.
     "ratelimits/engine/limiter.py",
     "ratelimits/engine/store/scripts.py",
-    "ratelimits/http/facts.py",
+    "ratelimits/http/request_facts.py",
     "ratelimits/admin/policy.py",
     "ratelimits/tools/policy_files/__init__.py",
     "ratelimits/tools/inventory/key_usage.py",

@@ -20,7 +20,7 @@ import pytest
 
 from ratelimits.engine import limiter
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.http import facts
+from ratelimits.http import request_facts
 from ratelimits.testing.replay import queue_decide
 from tests.helpers import IDENTITY, create_policy, policy, ratelimits_settings
 
@@ -155,7 +155,7 @@ def test_compact_log_at_limit_a_million_does_bounded_work_per_request(redis_clie
 
 def test_a_cost_above_max_cost_is_refused_and_logged_once(client, settings, caplog):
     settings.RATELIMITS = ratelimits_settings(MAX_COST=1000)
-    facts._max_cost.clear()
+    request_facts._max_cost.clear()
     create_policy("exports", "export", algorithm="sliding_log", limit=100, window=60, key="ip")
     with caplog.at_level(logging.WARNING, logger="ratelimits"):
         answers = [rows(client, 5_000_000, address="198.51.100.9") for _ in range(30)]

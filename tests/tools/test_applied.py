@@ -14,7 +14,7 @@ from django.test import RequestFactory
 from ratelimits.engine.keys.identity import principal_identity, user_identity
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.policy.overrides import compile_rules
-from ratelimits.http import facts
+from ratelimits.http import request_facts
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools import inventory
 from ratelimits.tools.applied_rules import EXEMPT_NETWORKS, applied, user_key_of, with_overrides
@@ -107,7 +107,7 @@ def test_an_exempt_client_has_no_policy_and_says_which_override(site, settings):
 @pytest.mark.parametrize("who", ["bob", "alice", "carol", "dave", "api client", None])
 @pytest.mark.parametrize("address", ["203.0.113.9", "198.51.100.1"])
 def test_the_rule_of_a_keys_identity_is_the_request_paths(site, who, address):
-    """For each client, the policy the request path applies (``facts.checks_for``, as
+    """For each client, the policy the request path applies (``request_facts.checks_for``, as
     every face calls it) equals the one read back from the identity of the key it counts
     in; a client the request path leaves out is exempt."""
     policies = compiled()
@@ -116,9 +116,9 @@ def test_the_rule_of_a_keys_identity_is_the_request_paths(site, who, address):
     if who == "api client":
         request.auth = PRINCIPAL
     request.META["HTTP_X_API_KEY"] = SECRET
-    checks = {c.policy.name: c for c in facts.checks_for(request, policies.values())}
+    checks = {c.policy.name: c for c in request_facts.checks_for(request, policies.values())}
     for name, policy in policies.items():
-        identity = facts.policy_identity(request, policy)
+        identity = request_facts.policy_identity(request, policy)
         rule = applied(policy, identity)
         if name in checks:
             assert checks[name].identity == identity

@@ -24,7 +24,7 @@ from ratelimits.contrib.django_ratelimit.spec import Spec
 from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Decision, Verdict
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.http import after_response, facts, responses
+from ratelimits.http import after_response, request_facts, responses
 from ratelimits.http.headers import attach_decisions, decisions_of
 
 #: The request attribute counting, per policy name, the decisions the decorator made.
@@ -101,7 +101,7 @@ def checks(found: Applied, request: Any) -> list[Any]:
         return []
     spec = found.spec
     who = identity_of(spec.key, spec.code_key, spec.group or "")
-    return facts.checks_for(request, [policy], who)
+    return request_facts.checks_for(request, [policy], who)
 
 
 def settled(request: Any, found: Applied, verdict: Verdict | None) -> bool:

@@ -23,8 +23,8 @@ from django.utils.module_loading import import_string
 from ratelimits.contrib.django_ratelimit.keys import CODE_KEY, key_value
 from ratelimits.engine.keys.identity import digest
 from ratelimits.engine.policy.compiled import CompiledPolicy
-from ratelimits.http.facts import RequestFacts
 from ratelimits.http.proxies import client_ip
+from ratelimits.http.request_facts import RequestFacts
 
 logger = logging.getLogger("ratelimits")
 

@@ -1,7 +1,7 @@
 """Networks that no policy limits (``EXEMPT_NETWORKS``): health checks, internal monitors.
 
 The address checked is the one the limiter counts (``TRUSTED_PROXIES`` applies, in
-:func:`ratelimits.http.facts.client_ip`), so a client cannot claim an exempt address with a
+:func:`ratelimits.http.request_facts.client_ip`), so a client cannot claim an exempt address with a
 forged ``X-Forwarded-For`` or ``Forwarded``.
 """
 

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 
 class Facts(Protocol):
-    """What a key kind reads of a request (``ratelimits.http.facts.RequestFacts`` builds
+    """What a key kind reads of a request (``ratelimits.http.request_facts.RequestFacts`` builds
     it from a Django request; the sign-in backend adds the attempted username)."""
 
     #: The client's address behind the trusted proxies.

@@ -19,7 +19,7 @@ from ratelimits.engine import global_mode as mode
 from ratelimits.engine.decision import Verdict
 from ratelimits.engine.policy.compiled import Check, CompiledPolicy
 from ratelimits.engine.table.current import PolicyTable
-from ratelimits.http import after_response, facts
+from ratelimits.http import after_response, request_facts
 from ratelimits.http.headers import DECISIONS_ATTRIBUTE, attach_decisions
 from ratelimits.signals import Announcement, announcements
 
@@ -32,7 +32,7 @@ class Ask:
     """What a face asks the pipeline to do for one request.
 
     ``sender`` is the face, as the signals name it; ``scope`` and ``cost`` are the view's
-    (see :func:`ratelimits.http.facts.request_cost`). ``before_authentication`` decides
+    (see :func:`ratelimits.http.request_facts.request_cost`). ``before_authentication`` decides
     only the policies that count failures (see :func:`ratelimits.http.view_asks.check`).
     ``policies``, when given, are the face's own choice instead of the table's match
     (DRF's ``get_policies``); ``identity_of``, when given, says who a request counts as
@@ -50,7 +50,7 @@ class Ask:
     cost: Any = None
     before_authentication: bool = False
     policies: list[CompiledPolicy] | None = None
-    identity_of: facts.IdentityOf | None = None
+    identity_of: request_facts.IdentityOf | None = None
     status_of: Callable[[], int] | None = None
     answers: bool = False
     sign_in: bool = False
@@ -121,9 +121,9 @@ def plan(request: Any, ask: Ask) -> Plan:
         return _NOTHING
     if any(p.kind.needs_user or p.overrides is not None for p in policies):
         yield USER
-    units = None if ask.sign_in else facts.request_cost(ask.cost, request)
-    known = facts.RequestFacts(request, username=ask.username)
-    checks = facts.checks_for(request, policies, ask.identity_of, units, known)
+    units = None if ask.sign_in else request_facts.request_cost(ask.cost, request)
+    known = request_facts.RequestFacts(request, username=ask.username)
+    checks = request_facts.checks_for(request, policies, ask.identity_of, units, known)
     if not checks and ask.sign_in:
         return _NOTHING
     verdict: Verdict = yield Decide(checks)
@@ -162,7 +162,7 @@ def matching(
         method=request.method,
         path=request.path,
         scope=scope,
-        url_name=facts.url_name(request),
+        url_name=request_facts.url_name(request),
         sign_in=sign_in,
     )
     if before_authentication:

@@ -16,7 +16,7 @@ from django.test import Client, RequestFactory, override_settings
 from ratelimits.engine.keys.identity import ip_identity
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.table import current as table
-from ratelimits.http import facts
+from ratelimits.http import request_facts
 from ratelimits.models import Policy, PolicyOverride
 from ratelimits.tools.identities import identity_from_text
 from ratelimits.tools.policy_files import (
@@ -64,13 +64,15 @@ def test_the_request_facts_group_each_policy_by_its_own_prefix() -> None:
         search_policy("by-default", "ip"),
         search_policy("by-128", "user_or_ip", ipv6_prefix=128),
     ]
-    checks = facts.checks_for(request, policies)
+    checks = request_facts.checks_for(request, policies)
     assert [(c.policy.name, c.identity) for c in checks] == [
         ("by-48", "ip:2001:db8:5::/48"),
         ("by-default", "ip:2001:db8:5:1::/64"),
         ("by-128", f"ip:{CLIENT}"),
     ]
-    assert [facts.policy_identity(request, p) for p in policies] == [c.identity for c in checks]
+    assert [request_facts.policy_identity(request, p) for p in policies] == [
+        c.identity for c in checks
+    ]
 
 
 @pytest.mark.django_db
@@ -83,7 +85,7 @@ def test_overrides_of_networks_match_a_client_grouped_by_the_policy() -> None:
 
     def applied(address: str) -> Any:
         request = RequestFactory().get("/", REMOTE_ADDR=address)
-        return [(c.identity, c.policy.limit) for c in facts.checks_for(request, [compiled])]
+        return [(c.identity, c.policy.limit) for c in request_facts.checks_for(request, [compiled])]
 
     assert applied(CLIENT) == [("ip:2001:db8:5::/48", 9)]
     assert applied("2001:db8:7::1") == []  # the /56 inside the client's /48: exempt

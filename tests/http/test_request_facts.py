@@ -1,4 +1,4 @@
-"""The facts of a Django request the engine needs (``ratelimits.http.facts``): the client
+"""The facts of a Django request the engine needs (``ratelimits.http.request_facts``): the client
 address behind trusted proxies, the identity a policy's key kind gives a request, and the
 checks a request is decided by (exempt networks, overrides). The identity forms
 themselves: tests/engine/keys/test_identity.py."""
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from ratelimits.engine.policy.compiled import CompiledPolicy
 from ratelimits.engine.table import current as table
-from ratelimits.http import facts
-from ratelimits.http.facts import client_ip, request_identity
+from ratelimits.http import request_facts
+from ratelimits.http.request_facts import client_ip, request_identity
 from ratelimits.models import PolicyOverride
 from tests.helpers import (
     HASHED_HEADER,
@@ -222,34 +222,34 @@ def by_user_key(name: str = "by-user") -> CompiledPolicy:
 
 def test_policy_identity_is_the_identity_of_the_policys_key_kind() -> None:
     req = request(HTTP_X_API_KEY="token-1")
-    by_header = facts.policy_identity(req, header_policy())
+    by_header = request_facts.policy_identity(req, header_policy())
     assert by_header is not None
     assert HASHED_HEADER.fullmatch(by_header)
     assert by_header == request_identity("header", req, "HTTP_X_API_KEY")
-    assert facts.policy_identity(req, ip_policy()) == "ip:198.51.100.7"
-    assert facts.policy_identity(req, user_policy()) == "ip:198.51.100.7"  # anonymous
-    assert facts.policy_identity(req, by_user_key()) is None
+    assert request_facts.policy_identity(req, ip_policy()) == "ip:198.51.100.7"
+    assert request_facts.policy_identity(req, user_policy()) == "ip:198.51.100.7"  # anonymous
+    assert request_facts.policy_identity(req, by_user_key()) is None
 
 
 @pytest.mark.django_db
 def test_user_key_is_the_pk_of_a_logged_in_user_only(alice: User) -> None:
     req = request()
-    assert facts.user_key(req) is None  # no auth middleware at all
+    assert request_facts.user_key(req) is None  # no auth middleware at all
     req.user = AnonymousUser()
-    assert facts.user_key(req) is None
+    assert request_facts.user_key(req) is None
     req.user = alice
-    assert facts.user_key(req) == str(alice.pk)
+    assert request_facts.user_key(req) == str(alice.pk)
 
 
 def test_is_exempt_reads_the_address_the_limiter_counts() -> None:
     with override_settings(RATELIMITS={"EXEMPT_NETWORKS": ["198.51.100.0/24"], "NUM_PROXIES": 0}):
-        assert facts.is_exempt(request())
-        assert not facts.is_exempt(request(REMOTE_ADDR="192.0.2.1"))
+        assert request_facts.is_exempt(request())
+        assert not request_facts.is_exempt(request(REMOTE_ADDR="192.0.2.1"))
         # A client cannot claim an exempt address when no proxy is trusted.
-        assert not facts.is_exempt(
+        assert not request_facts.is_exempt(
             request(REMOTE_ADDR="192.0.2.1", HTTP_X_FORWARDED_FOR="198.51.100.7")
         )
-    assert not facts.is_exempt(request())
+    assert not request_facts.is_exempt(request())
 
 
 # --- checks_for: the checks a request is decided by -----------------------------------------
@@ -258,17 +258,17 @@ def test_is_exempt_reads_the_address_the_limiter_counts() -> None:
 def test_checks_for_gives_one_check_per_policy_with_its_identity() -> None:
     policies = [ip_policy(), header_policy()]
     req = request(HTTP_X_API_KEY="token-1")
-    checks = facts.checks_for(req, policies)
+    checks = request_facts.checks_for(req, policies)
     assert [(c.policy, c.identity, c.shard) for c in checks] == [
         (policies[0], "ip:198.51.100.7", 0),
         (policies[1], request_identity("header", req, "HTTP_X_API_KEY"), 0),
     ]
-    assert facts.checks_for(req, []) == []
+    assert request_facts.checks_for(req, []) == []
 
 
 def test_checks_for_picks_a_shard_of_a_sharded_policy() -> None:
     sharded = ip_policy(shards=4)
-    shards = {facts.checks_for(request(), [sharded])[0].shard for _ in range(200)}
+    shards = {request_facts.checks_for(request(), [sharded])[0].shard for _ in range(200)}
     assert shards <= {0, 1, 2, 3}
     assert len(shards) > 1
 
@@ -276,8 +276,8 @@ def test_checks_for_picks_a_shard_of_a_sharded_policy() -> None:
 def test_checks_for_an_exempt_network_is_empty() -> None:
     policies = [ip_policy(), user_policy(), header_policy()]
     with override_settings(RATELIMITS={"EXEMPT_NETWORKS": ["198.51.100.0/24"]}):
-        assert facts.checks_for(request(HTTP_X_API_KEY="token-1"), policies) == []
-        others = facts.checks_for(request(REMOTE_ADDR="192.0.2.1"), policies)
+        assert request_facts.checks_for(request(HTTP_X_API_KEY="token-1"), policies) == []
+        others = request_facts.checks_for(request(REMOTE_ADDR="192.0.2.1"), policies)
         assert [c.policy.name for c in others] == ["per-ip", "per-user", "api-key"]
 
 
@@ -286,7 +286,7 @@ def test_checks_for_leaves_out_a_user_policy_for_an_anonymous_request() -> None:
     anonymous = request()
     anonymous.user = AnonymousUser()
     for req in (anonymous, request()):  # logged out, and no auth middleware at all
-        checks = facts.checks_for(req, policies)
+        checks = request_facts.checks_for(req, policies)
         assert [(c.policy.name, c.identity) for c in checks] == [("per-ip", "ip:198.51.100.7")]
 
 
@@ -294,7 +294,7 @@ def test_checks_for_leaves_out_a_user_policy_for_an_anonymous_request() -> None:
 def test_checks_for_keeps_a_user_policy_for_a_logged_in_user(alice: User) -> None:
     req = request()
     req.user = alice
-    checks = facts.checks_for(req, [by_user_key(), ip_policy()])
+    checks = request_facts.checks_for(req, [by_user_key(), ip_policy()])
     assert [(c.policy.name, c.identity) for c in checks] == [
         ("by-user", f"u:{alice.pk}"),
         ("per-ip", "ip:198.51.100.7"),
@@ -307,7 +307,7 @@ def test_checks_for_leaves_out_a_policy_its_identity_function_leaves_out() -> No
     def only_b(request: Any, policy: CompiledPolicy) -> str | None:
         return "global" if policy.name == "b" else None
 
-    checks = facts.checks_for(request(), policies, identity_of=only_b)
+    checks = request_facts.checks_for(request(), policies, identity_of=only_b)
     assert [(c.policy.name, c.identity) for c in checks] == [("b", "global")]
 
 
@@ -325,14 +325,14 @@ def test_checks_for_applies_the_overrides_of_the_user(alice: User) -> None:
 
     req = request()
     req.user = alice
-    (check,) = facts.checks_for(req, policies)
+    (check,) = request_facts.checks_for(req, policies)
     assert (check.policy.name, check.identity) == ("raising", "ip:198.51.100.7")
     assert check.policy.limit == 50
     assert check.policy.override == "user alice"
 
     bob = User.objects.create_user("bob")
     req.user = bob
-    checks = facts.checks_for(req, policies)
+    checks = request_facts.checks_for(req, policies)
     assert [(c.policy.name, c.identity, c.policy.limit) for c in checks] == [
         ("exempting", f"u:{bob.pk}", 5),
         ("raising", "ip:198.51.100.7", 5),
@@ -347,10 +347,10 @@ def test_checks_for_applies_an_override_of_the_address() -> None:
     PolicyOverride.objects.create(policy=policy, identity="198.51.100.0/24", limit=9)
     PolicyOverride.objects.create(policy=policy, identity="192.0.2.1", exempt=True)
     policies = [table.load_table().get("by-address")]
-    (check,) = facts.checks_for(request(), policies)
+    (check,) = request_facts.checks_for(request(), policies)
     assert (check.identity, check.policy.limit) == ("ip:198.51.100.7", 9)
-    assert facts.checks_for(request(REMOTE_ADDR="192.0.2.1"), policies) == []
-    (other,) = facts.checks_for(request(REMOTE_ADDR="203.0.113.1"), policies)
+    assert request_facts.checks_for(request(REMOTE_ADDR="192.0.2.1"), policies) == []
+    (other,) = request_facts.checks_for(request(REMOTE_ADDR="203.0.113.1"), policies)
     assert other.policy.limit == 5
 
 
@@ -360,13 +360,13 @@ def test_checks_for_applies_an_override_of_the_address() -> None:
 def test_a_cost_above_max_cost_is_said_again_each_minute_per_view(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = remind_on(monkeypatch, facts, "_max_cost")
+    clock = remind_on(monkeypatch, request_facts, "_max_cost")
 
     def export(request: Any) -> int:
         return 5_000
 
     def said() -> int:
-        assert facts.request_cost(export, request()) is None  # refused: the policies' costs
+        assert request_facts.request_cost(export, request()) is None  # refused: the policies' costs
         return sum("MAX_COST" in m for m in caplog.messages)
 
     with override_settings(RATELIMITS={"MAX_COST": 1000}), caplog.at_level(logging.WARNING):
