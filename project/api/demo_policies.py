@@ -61,28 +61,42 @@ DEMO_POLICIES = [
     },
     {
         # Every sign-in anywhere (the admin, /accounts/login/, /api/login/, DRF's Basic
-        # authentication): 5 failed sign-ins per username in 15 minutes, from any number
-        # of addresses, then that username is locked out for 15 minutes (the right
-        # password too). Decided by ratelimits.backends.RateLimitBackend.
-        "name": "signin-username",
+        # authentication), decided by ratelimits.backends.RateLimitBackend, as
+        # docs/sign-in.md recommends: 5 failed sign-ins per username and address in 15
+        # minutes, then that pair is locked out for 15 minutes (the right password too,
+        # from that address; the owner still signs in from elsewhere)...
+        "name": "signin-pair",
         "endpoint": "*",
         "algorithm": "sliding_log",
         "limit": 5,
         "window": 15 * 60,
-        "key": "username",
+        "key": "username+ip",
         "counts": "sign_in_failures",
         "lockout": 15 * 60,
         "fail_open": False,
     },
     {
-        # ... and 20 failed sign-ins per address in 15 minutes, whatever the usernames.
+        # ... 30 failed sign-ins per address in 15 minutes, whatever the usernames...
         "name": "signin-address",
         "endpoint": "*",
         "algorithm": "sliding_log",
-        "limit": 20,
+        "limit": 30,
         "window": 15 * 60,
         "key": "ip",
         "counts": "sign_in_failures",
+        "fail_open": False,
+    },
+    {
+        # ... and 50 per username in an hour from any addresses (a botnet guessing one
+        # account), then that username is locked out for 5 minutes.
+        "name": "signin-username",
+        "endpoint": "*",
+        "algorithm": "sliding_log",
+        "limit": 50,
+        "window": 60 * 60,
+        "key": "username",
+        "counts": "sign_in_failures",
+        "lockout": 5 * 60,
         "fail_open": False,
     },
     {
