@@ -20,6 +20,7 @@ Every text is escaped with :func:`django.utils.html.escape`; the result is a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.utils.html import escape
@@ -84,7 +85,7 @@ def render_svg(series: Series, policy: str, *, width: int = 640, height: int = 2
 
     x0, x1 = MARGIN_LEFT, width - MARGIN_RIGHT
     y0, y1 = MARGIN_TOP, height - MARGIN_BOTTOM
-    top, step = _y_scale(max((max(values, default=0) for _, values in lines), default=0))
+    top, step = y_scale(max((max(values, default=0) for _, values in lines), default=0))
 
     def x(i: int) -> float:
         return x0 + (x1 - x0) * (i / (n - 1) if n > 1 else 0.5)
@@ -106,40 +107,27 @@ def render_svg(series: Series, policy: str, *, width: int = 640, height: int = 2
         f'<desc id="{uid}-d">Totals: {summary}.</desc>',
     ]
 
-    # Grid, axes and tick labels.
-    out.append('<g class="grid" stroke="currentColor" stroke-opacity="0.15">')
-    for value in range(step, top + 1, step):
-        out.append(f'<line x1="{x0}" y1="{_f(y(value))}" x2="{x1}" y2="{_f(y(value))}"/>')
-    out.append("</g>")
-    out.append(
-        f'<g class="axes" stroke="currentColor" stroke-opacity="0.6">'
-        f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}"/>'
-        f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}"/></g>'
-    )
-    out.append('<g class="y-ticks" fill="currentColor" text-anchor="end">')
-    for value in range(0, top + 1, step):
-        out.append(f'<text x="{x0 - 6}" y="{_f(y(value) + 4)}">{escape(f"{value:,}")}</text>')
-    out.append("</g>")
+    out.extend(y_axis((x0, y0, x1, y1), top, step, y))
     out.append('<g class="x-ticks" fill="currentColor" text-anchor="middle">')
     every = _x_step(n)
     for ago in range(0, n, every):
         i = n - 1 - ago
         label = "now" if ago == 0 else str(ago)
-        out.append(f'<text x="{_f(x(i))}" y="{y1 + 15}">{escape(label)}</text>')
+        out.append(f'<text x="{num(x(i))}" y="{y1 + 15}">{escape(label)}</text>')
     out.append("</g>")
     out.append(
         f'<text class="x-title" fill="currentColor" text-anchor="middle" '
-        f'x="{_f((x0 + x1) / 2)}" y="{height - 6}">minutes ago</text>'
+        f'x="{num((x0 + x1) / 2)}" y="{height - 6}">minutes ago</text>'
     )
     out.append(
         f'<text class="y-title" fill="currentColor" text-anchor="middle" '
-        f'transform="translate(12 {_f((y0 + y1) / 2)}) rotate(-90)">requests / min</text>'
+        f'transform="translate(12 {num((y0 + y1) / 2)}) rotate(-90)">requests / min</text>'
     )
 
     # One line per outcome, one point per minute.
     out.append('<g class="series" fill="none" stroke-width="2" stroke-linejoin="round">')
     for line, values in lines:
-        points = " ".join(f"{_f(x(i))},{_f(y(v))}" for i, v in enumerate(values))
+        points = " ".join(f"{num(x(i))},{num(y(v))}" for i, v in enumerate(values))
         dash = f' stroke-dasharray="{line.dash}"' if line.dash else ""
         out.append(
             f'<polyline class="line" data-outcome="{line.key}" stroke="{line.colour}"{dash} '
@@ -155,9 +143,9 @@ def render_svg(series: Series, policy: str, *, width: int = 640, height: int = 2
         dash = f' stroke-dasharray="{line.dash}"' if line.dash else ""
         text = f"{line.label} ({totals[line.key]:,})"
         out.append(
-            f'<line x1="{_f(lx)}" y1="12" x2="{_f(lx + 22)}" y2="12" stroke="{line.colour}" '
+            f'<line x1="{num(lx)}" y1="12" x2="{num(lx + 22)}" y2="12" stroke="{line.colour}" '
             f'stroke-width="2"{dash}/>'
-            f'<text x="{_f(lx + 27)}" y="16">{escape(text)}</text>'
+            f'<text x="{num(lx + 27)}" y="16">{escape(text)}</text>'
         )
         lx += 27 + len(text) * CHAR_WIDTH + 14
     out.append("</g>")
@@ -172,7 +160,7 @@ def render_svg(series: Series, policy: str, *, width: int = 640, height: int = 2
         left = max(float(x0), x(i) - column / 2)
         right = min(float(x1), x(i) + column / 2)
         out.append(
-            f'<rect x="{_f(left)}" y="{y0}" width="{_f(right - left)}" height="{y1 - y0}">'
+            f'<rect x="{num(left)}" y="{y0}" width="{num(right - left)}" height="{y1 - y0}">'
             f"<title>{escape(f'{when}: {numbers}')}</title></rect>"
         )
     out.append("</g>")
@@ -180,13 +168,35 @@ def render_svg(series: Series, policy: str, *, width: int = 640, height: int = 2
     return mark_safe("".join(out))  # every text above is escaped
 
 
-def _f(value: float) -> str:
-    """A coordinate with at most one decimal."""
+def y_axis(
+    box: tuple[float, float, float, float], top: int, step: int, y: Callable[[float], float]
+) -> list[str]:
+    r"""A chart's grid lines, its two axes and its y-axis labels, from 0 to ``top`` in
+    ``step``\ s, in ``box`` (``x0, y0, x1, y1``), ``y`` placing a value."""
+    x0, y0, x1, y1 = box
+    out = ['<g class="grid" stroke="currentColor" stroke-opacity="0.15">']
+    for value in range(step, top + 1, step):
+        out.append(f'<line x1="{x0}" y1="{num(y(value))}" x2="{x1}" y2="{num(y(value))}"/>')
+    out.append("</g>")
+    out.append(
+        f'<g class="axes" stroke="currentColor" stroke-opacity="0.6">'
+        f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}"/>'
+        f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}"/></g>'
+    )
+    out.append('<g class="y-ticks" fill="currentColor" text-anchor="end">')
+    for value in range(0, top + 1, step):
+        out.append(f'<text x="{x0 - 6}" y="{num(y(value) + 4)}">{escape(f"{value:,}")}</text>')
+    out.append("</g>")
+    return out
+
+
+def num(value: float) -> str:
+    """A number as an SVG attribute holds it: at most one decimal."""
     text = f"{value:.1f}"
     return text[:-2] if text.endswith(".0") else text
 
 
-def _y_scale(peak: int) -> tuple[int, int]:
+def y_scale(peak: int) -> tuple[int, int]:
     """``(top, step)``: an integer axis from 0 to ``top`` >= ``peak`` in at most 5 steps
     of 1, 2 or 5 times a power of ten."""
     if peak <= 0:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from ratelimits.admin.chart import _f, _y_scale
+from ratelimits.admin.chart import num, y_axis, y_scale
 
 BAR = "#0072B2"
 LIMIT = "#D55E00"
@@ -36,7 +36,7 @@ def render_levels(
     n = len(levels)
     x0, x1 = MARGIN_LEFT, width - MARGIN_RIGHT
     y0, y1 = MARGIN_TOP, height - MARGIN_BOTTOM
-    top, step = _y_scale(max(level["clients"] for level in levels))
+    top, step = y_scale(max(level["clients"] for level in levels))
     column = (x1 - x0) / n
 
     def y(value: float) -> float:
@@ -64,20 +64,8 @@ def render_levels(
         f'<title id="{uid}-t">Clients by the use they reached in a window, policy {name}; '
         f"the limit is {limit:,}</title>",
         f'<desc id="{uid}-d">{escape(summary)}.</desc>',
-        '<g class="grid" stroke="currentColor" stroke-opacity="0.15">',
+        *y_axis((x0, y0, x1, y1), top, step, y),
     ]
-    for value in range(step, top + 1, step):
-        out.append(f'<line x1="{x0}" y1="{_f(y(value))}" x2="{x1}" y2="{_f(y(value))}"/>')
-    out.append("</g>")
-    out.append(
-        f'<g class="axes" stroke="currentColor" stroke-opacity="0.6">'
-        f'<line x1="{x0}" y1="{y1}" x2="{x1}" y2="{y1}"/>'
-        f'<line x1="{x0}" y1="{y0}" x2="{x0}" y2="{y1}"/></g>'
-    )
-    out.append('<g class="y-ticks" fill="currentColor" text-anchor="end">')
-    for value in range(0, top + 1, step):
-        out.append(f'<text x="{x0 - 6}" y="{_f(y(value) + 4)}">{value:,}</text>')
-    out.append("</g>")
     out.append(f'<g class="bars" fill="{BAR}">')
     every = max(1, -(-n // 12))
     labels = []
@@ -86,13 +74,13 @@ def render_levels(
         clients = level["clients"]
         out.append(
             f'<rect class="bar" data-level="{level["at_least"]}" data-clients="{clients}" '
-            f'x="{_f(left)}" y="{_f(y(clients))}" width="{_f(column * 0.7)}" '
-            f'height="{_f(y1 - y(clients))}"><title>{clients:,} clients reached '
+            f'x="{num(left)}" y="{num(y(clients))}" width="{num(column * 0.7)}" '
+            f'height="{num(y1 - y(clients))}"><title>{clients:,} clients reached '
             f"{level['at_least']:,}</title></rect>"
         )
         if i % every == 0:
             labels.append(
-                f'<text x="{_f(x0 + column * (i + 0.5))}" y="{y1 + 14}">'
+                f'<text x="{num(x0 + column * (i + 0.5))}" y="{y1 + 14}">'
                 f"{level['at_least']:,}</text>"
             )
     out.append("</g>")
@@ -101,9 +89,9 @@ def render_levels(
     out.append("</g>")
     out.append(
         f'<text class="x-title" fill="currentColor" text-anchor="middle" '
-        f'x="{_f((x0 + x1) / 2)}" y="{height - 6}">use reached in a window (at least)</text>'
+        f'x="{num((x0 + x1) / 2)}" y="{height - 6}">use reached in a window (at least)</text>'
         f'<text class="y-title" fill="currentColor" text-anchor="middle" '
-        f'transform="translate(12 {_f((y0 + y1) / 2)}) rotate(-90)">clients</text>'
+        f'transform="translate(12 {num((y0 + y1) / 2)}) rotate(-90)">clients</text>'
     )
     marks = [("limit", f"limit {limit:,}", limit + 1, LIMIT, "6 3")]
     if what_if is not None and what_if != limit:
@@ -111,13 +99,13 @@ def render_levels(
     lx = float(x0)
     for kind, label, at, colour, dash in marks:
         # The line stands where use passes the limit: the clients right of it were denied.
-        x = _f(x_of(at))
+        x = num(x_of(at))
         out.append(
             f'<line class="{kind}" x1="{x}" y1="{y0}" x2="{x}" y2="{y1}" stroke="{colour}" '
             f'stroke-width="2" stroke-dasharray="{dash}"><title>{escape(label)}</title></line>'
-            f'<line x1="{_f(lx)}" y1="12" x2="{_f(lx + 22)}" y2="12" stroke="{colour}" '
+            f'<line x1="{num(lx)}" y1="12" x2="{num(lx + 22)}" y2="12" stroke="{colour}" '
             f'stroke-width="2" stroke-dasharray="{dash}"/>'
-            f'<text fill="currentColor" x="{_f(lx + 27)}" y="16">{escape(label)}</text>'
+            f'<text fill="currentColor" x="{num(lx + 27)}" y="16">{escape(label)}</text>'
         )
         lx += 27 + len(label) * 6.2 + 14
     out.append("</svg>")
