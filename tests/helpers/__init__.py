@@ -50,6 +50,7 @@ from tests.helpers.policies import (
     make_policy,
     override_site,
     policy,
+    username_sign_in_policy,
 )
 from tests.helpers.processes import (
     ROOT,
@@ -126,6 +127,7 @@ __all__ = [
     "through_sentinels",
     "use",
     "user_policy",
+    "username_sign_in_policy",
     "wait_clear_of_window_boundary",
     "wait_until",
     "worker_line",

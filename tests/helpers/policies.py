@@ -47,6 +47,21 @@ def create_policy(
     return Policy.objects.create(name=name, endpoint=endpoint, limit=limit, window=window, **fields)
 
 
+def username_sign_in_policy(limit: int, **fields: Any) -> Policy:
+    """``sign-in-username``: ``limit`` failed sign-ins per attempted username in 10
+    minutes, on every path, failing closed."""
+    return create_policy(
+        "sign-in-username",
+        "*",
+        limit=limit,
+        window=600,
+        key="username",
+        counts="sign_in_failures",
+        fail_open=False,
+        **fields,
+    )
+
+
 @dataclass(frozen=True)
 class OverrideSite:
     """What :func:`override_site` made."""

@@ -23,7 +23,7 @@ from django.core.management import call_command
 from django.test import Client, RequestFactory
 
 from ratelimits.engine.keys.identity import username_identity
-from tests.helpers import create_policy, run
+from tests.helpers import create_policy, run, username_sign_in_policy
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]
 
@@ -51,16 +51,7 @@ def sign_in(client: Client, username: str, password: str, ip: str = "198.51.100.
 
 
 def per_username(limit: int = 3, **fields: Any) -> Any:
-    return create_policy(
-        "sign-in-username",
-        "*",
-        limit=limit,
-        window=600,
-        key="username",
-        counts="sign_in_failures",
-        fail_open=False,
-        **fields,
-    )
+    return username_sign_in_policy(limit, **fields)
 
 
 def test_login_view_failures_are_counted_and_then_every_sign_in_refused(client, victim):

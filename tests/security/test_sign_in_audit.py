@@ -25,7 +25,7 @@ from ratelimits.database import sign_in_records
 from ratelimits.engine.keys.identity import username_identity
 from ratelimits.models import SignInAttempt
 from ratelimits.signals import lockout_lifted, lockout_started
-from tests.helpers import create_policy, run
+from tests.helpers import run, username_sign_in_policy
 from tests.helpers.redis_setup import ratelimits_settings
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]
@@ -75,16 +75,7 @@ def audit_writes(queries: CaptureQueriesContext) -> list[str]:
 
 
 def per_username(limit: int = 5, **fields: Any) -> Any:
-    return create_policy(
-        "sign-in-username",
-        "*",
-        limit=limit,
-        window=600,
-        key="username",
-        counts="sign_in_failures",
-        fail_open=False,
-        **fields,
-    )
+    return username_sign_in_policy(limit, **fields)
 
 
 def test_three_failures_and_a_success_recorded_off_the_request_path_and_logged(victim, caplog):
