@@ -52,7 +52,7 @@ def test_the_start_is_per_policy_shadow_ones_too():
 
 
 def test_a_remembered_denial_never_says_it_started_a_lock():
-    p = policy("fixed_window", limit=1, window=1, lockout=30)
+    p = policy("sliding_log", limit=1, window=10, lockout=30)
     assert limiter.decide([Check(p, IDENTITY)]).allowed
     assert limiter.decide([Check(p, IDENTITY)]).decisions[0].lockout_started
     again = limiter.decide([Check(p, IDENTITY)]).decisions[0]

@@ -37,7 +37,7 @@ def test_over_a_monthly_quota_the_client_waits_for_the_first_local_time(client, 
 
 
 def test_a_sign_in_lockout_through_the_middleware(client):
-    create_policy("sign-in", "/sync/", limit=2, window=1, lockout=600)
+    create_policy("sign-in", "/sync/", limit=2, window=60, lockout=600)
     assert client.get("/sync/").status_code == 200
     assert client.get("/sync/").status_code == 200
     first = client.get("/sync/")
