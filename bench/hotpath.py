@@ -42,9 +42,17 @@ from ratelimits.engine.store.route import current
 
 SCOPE = "hotpath"
 ALGORITHMS = ("sliding_log", "compact_log", "sliding_counter", "fixed_window", "token_bucket")
-#: Redis CPU per decision, at most this times the ``limits`` moving window's.
-CPU_BOUNDS = {"sliding_log": 1.0, "compact_log": 0.9, "sliding_counter": 0.6, "fixed_window": 0.6}
-BEYOND_BOUND_US = 25.0
+#: Redis CPU per decision, at most this times the ``limits`` moving window's: the
+#: counters at parity, the logs (which read and write a log entry) within 1.3x.
+CPU_BOUNDS = {
+    "sliding_log": 1.3,
+    "compact_log": 1.3,
+    "sliding_counter": 1.0,
+    "fixed_window": 1.0,
+    "token_bucket": 1.0,
+}
+#: Python beyond the round trip in ``allow_request``, µs, with 1 and with 3 policies.
+BEYOND_BOUNDS_US = {1: 15.0, 3: 20.0}
 FIXED_COST_BOUND_US = 2.0
 #: The limiter's decide call, at most this times the raw socket + hiredis floor.
 FLOOR_BOUND = 1.3
@@ -192,24 +200,51 @@ def redis_usec(ctx: Context, names: tuple[str, ...]) -> tuple[int, int]:
 
 def cpu_per_call(ctx: Context, names: tuple[str, ...], send: Callable[[int], object]) -> float:
     """Median over runs of the server's µs per call of ``names`` while ``send`` runs."""
-    calls = ctx.scaled(3000, 100)
-    found = []
-    for run in range(ctx.runs):
-        usec, count = redis_usec(ctx, names)
-        for i in range(calls):
-            send(run * calls + i)
-        usec_after, count_after = redis_usec(ctx, names)
-        found.append((usec_after - usec) / max(1, count_after - count))
+    found = [_cpu_run(ctx, names, send, run) for run in range(ctx.runs)]
     return median(found)
 
 
+def _cpu_run(
+    ctx: Context, names: tuple[str, ...], send: Callable[[int], object], run: int
+) -> float:
+    """The server's µs per call of ``names`` over one run of ``send``."""
+    calls = ctx.scaled(3000, 100)
+    usec, count = redis_usec(ctx, names)
+    for i in range(calls):
+        send(run * calls + i)
+    usec_after, count_after = redis_usec(ctx, names)
+    return (usec_after - usec) / max(1, count_after - count)
+
+
+#: The contenders of the Redis CPU figure: ``label -> (commands counted, send(i))``.
+CpuContenders = dict[str, tuple[tuple[str, ...], Callable[[int], object]]]
+
+
+def cpu_in_turns(ctx: Context, contenders: CpuContenders) -> dict[str, float]:
+    """``{label: µs per call}``, medians over ``ctx.runs`` rounds in which every
+    contender runs once, the order rotating: a drift of the machine (this VM's CPU
+    speed moves by a third within minutes) falls on all alike, so their ratios hold."""
+    found: dict[str, list[float]] = {label: [] for label in contenders}
+    labels = list(contenders)
+    for run in range(ctx.runs):
+        shift = run % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            names, send = contenders[label]
+            found[label].append(_cpu_run(ctx, names, send, run))
+    return {label: median(runs) for label, runs in found.items()}
+
+
+#: The label of the ``limits`` moving window, and of the call with no keys.
+LIMITS_LABEL, NO_KEYS_LABEL = "limits moving window", "decide call with no keys"
+
+
 def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
-    """``({algorithm: µs}, limits moving window µs, fixed cost µs)``."""
+    """``({algorithm: µs}, limits moving window µs, fixed cost µs)``, taken in turns."""
     from limits import RateLimitItemPerHour
     from limits.storage import RedisStorage
     from limits.strategies import MovingWindowRateLimiter
 
-    found = {}
+    contenders: CpuContenders = {}
     for algorithm in ALGORITHMS:
         policy = CompiledPolicy.build(
             name=f"cpu-{algorithm}", endpoint="x", algorithm=algorithm, limit=1000, window=3600
@@ -220,12 +255,12 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
         def decide(i: int, checks: list[list[Check]] = checks) -> object:
             return limiter.decide(checks[i % CLIENTS])
 
-        found[algorithm] = cpu_per_call(ctx, DECIDE_COMMANDS, decide)
+        contenders[algorithm] = (DECIDE_COMMANDS, decide)
 
     moving = MovingWindowRateLimiter(RedisStorage(ctx.url))
     item = RateLimitItemPerHour(1000)
     moving.hit(item, "warm")
-    theirs = cpu_per_call(ctx, ("evalsha",), lambda i: moving.hit(item, f"client{i % CLIENTS}"))
+    contenders[LIMITS_LABEL] = (("evalsha",), lambda i: moving.hit(item, f"client{i % CLIENTS}"))
 
     pool = connection.get_client().connection_pool  # type: ignore[union-attr]
     mode = caller.for_pool(pool).mode
@@ -237,8 +272,10 @@ def redis_cpu(ctx: Context) -> tuple[dict[str, float], float, float]:
         held.send_packed_command(empty, check_health=False)
         return held.read_response()
 
-    fixed = cpu_per_call(ctx, DECIDE_COMMANDS, no_keys)
+    contenders[NO_KEYS_LABEL] = (DECIDE_COMMANDS, no_keys)
+    found = cpu_in_turns(ctx, contenders)
     held.disconnect()
+    theirs, fixed = found.pop(LIMITS_LABEL), found.pop(NO_KEYS_LABEL)
     return found, theirs, fixed
 
 
@@ -337,8 +374,8 @@ def run(ctx: Context) -> Section:
                 f"Python beyond the round trip, {policies} "
                 + ("policy" if policies == 1 else "policies"),
                 f"{beyond:.1f} µs (allow_request {ours:.1f} - its round trip {inside:.1f})",
-                f"<= {BEYOND_BOUND_US:.0f} µs",
-                beyond <= BEYOND_BOUND_US,
+                f"<= {BEYOND_BOUNDS_US[policies]:.0f} µs",
+                beyond <= BEYOND_BOUNDS_US[policies],
             )
         )
     cpu, theirs, fixed = redis_cpu(ctx)
@@ -346,10 +383,8 @@ def run(ctx: Context) -> Section:
         [algorithm, f"{us:.2f}", f"{us / theirs:.2f}x", _bound_text(CPU_BOUNDS.get(algorithm))]
         for algorithm, us in cpu.items()
     ]
-    cpu_rows.append(["limits moving window", f"{theirs:.2f}", "1.00x", ""])
-    cpu_rows.append(
-        ["decide call with no keys", f"{fixed:.2f}", "", f"<= {FIXED_COST_BOUND_US} µs"]
-    )
+    cpu_rows.append([LIMITS_LABEL, f"{theirs:.2f}", "1.00x", ""])
+    cpu_rows.append([NO_KEYS_LABEL, f"{fixed:.2f}", "", f"<= {FIXED_COST_BOUND_US} µs"])
     for algorithm, us in cpu.items():
         bound = CPU_BOUNDS.get(algorithm)
         if bound is None:  # measured beside the others, with no target of its own
@@ -447,8 +482,10 @@ def run(ctx: Context) -> Section:
                     f"{max(ctx.runs, 2) * 2} rounds of {ctx.scaled(3000, 100)} calls, the "
                     "two taking turns and alternating which goes first.",
                     f"- Redis CPU: {CLIENTS} clients at 1,000 per hour, each under its limit; "
-                    f"median of {ctx.runs} runs of {ctx.scaled(3000, 100)} calls, `usec` over "
-                    "`calls` of the outer command.",
+                    f"median of {ctx.runs} rounds of {ctx.scaled(3000, 100)} calls, `usec` over "
+                    "`calls` of the outer command; in each round every row runs once, in "
+                    "an order that rotates from round to round, so that the machine's drift "
+                    "falls on all of them alike.",
                 ]
             ),
         ]
