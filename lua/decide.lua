@@ -46,6 +46,24 @@
 -- extended lockout ("+<lockout_ms>e") is started again by every recorded attempt during
 -- it, so its denials are never remembered by workers either (blocked_us 0).
 
+-- A request's cost slot as a number: "1", the usual cost, without parsing it (a string
+-- to number conversion is a third of a microsecond, a tenth of a redis.call).
+local function units_of(slot)
+  if slot == '1' then
+    return 1
+  end
+  return tonumber(slot)
+end
+
+-- A policy's burst slot as a number, read only by an algorithm that has bursts (0 for the
+-- others, which ignore it).
+local function burst_of(algorithm, slot)
+  if algorithm.bursts then
+    return tonumber(slot)
+  end
+  return 0
+end
+
 -- One policy's check, or the denial of a cost it can never grant; a live lockout denies.
 local function check_policy(algorithm, key, limit, window, now_us, burst, cost, lockout_us)
   local r
@@ -115,7 +133,7 @@ local function decide(KEYS, ARGV)
     if not algorithm then
       return redis.error_reply('ratelimits: unknown algorithm ' .. tostring(ARGV[3]))
     end
-    local limit, burst, cost = tonumber(ARGV[4]), tonumber(ARGV[7]), tonumber(ARGV[8])
+    local limit, burst, cost = tonumber(ARGV[4]), burst_of(algorithm, ARGV[7]), units_of(ARGV[8])
     local window, lockout_us, extend = window_for(algorithm, ARGV[5])
     if window == nil then
       return redis.error_reply(lockout_us)
@@ -162,7 +180,7 @@ local function decide(KEYS, ARGV)
     end
     local result = check_policy(
       algorithm, KEYS[i], tonumber(ARGV[base + 1]), window, now_us,
-      tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]), lockout_us)
+      burst_of(algorithm, ARGV[base + 4]), units_of(ARGV[base + 5]), lockout_us)
     algorithms[i], results[i], windows[i], lockouts[i] = algorithm, result, window, lockout_us
     extends[i] = extend
     if not result.allowed and ARGV[base + 3] == '1' then
@@ -190,7 +208,7 @@ local function decide(KEYS, ARGV)
       local base = 6 * i - 3
       algorithms[i].record(
         KEYS[i], tonumber(ARGV[base + 1]), windows[i], now_us, r,
-        tonumber(ARGV[base + 5]), tonumber(ARGV[base + 4]))
+        units_of(ARGV[base + 5]), burst_of(algorithms[i], ARGV[base + 4]))
       if lockouts[i] == 0 then
         blocked_us = math.floor(r.full_us)
       end
