@@ -14,17 +14,18 @@ takes the model's default (``methods`` blank, ``algorithm`` sliding_counter, ``k
 user_or_ip, ``mode`` enforce, ``counts`` all, ``fail_open`` and ``enabled`` true,
 ``calendar`` and ``time_zone`` blank: a rolling window, ``lockout`` 0: none,
 ``lockout_until_lifted``, ``extend_lockout`` and ``reset_on_success`` false,
-``ipv6_prefix`` null: the ``IPV6_PREFIX`` setting), for a new policy and for an existing one
-alike. Leaving ``mode`` out of the row of a policy stored in
-shadow mode therefore switches it back to enforce; it does not keep the stored value, and a
-row without ``calendar`` (a file written before calendars existed) makes the policy's window
-rolling again. Only ``name``, ``endpoint``, ``limit`` and ``window`` are required, and
-``window`` not with a ``calendar`` period, which sets it (the period's nominal length).
+``ipv6_prefix`` null: the ``IPV6_PREFIX`` setting, ``traffic`` true: the traffic record
+on), for a new policy and for an existing one alike. Leaving ``mode`` out of the row of a
+policy stored in shadow mode therefore switches it back to enforce; it does not keep the
+stored value, and a row without ``calendar`` (a file written before calendars existed)
+makes the policy's window rolling again. Only ``name``, ``endpoint``, ``limit`` and
+``window`` are required, and ``window`` not with a ``calendar`` period, which sets it (the
+period's nominal length).
 
 Rows are checked strictly before the model sees them (no unknown fields, ``limit``,
 ``window``, ``lockout`` and ``ipv6_prefix`` (16 to 128, or null) are integers and not
-booleans, ``fail_open``, ``enabled``, ``lockout_until_lifted``, ``extend_lockout`` and
-``reset_on_success`` are booleans, the other fields are strings), then
+booleans, ``fail_open``, ``enabled``, ``lockout_until_lifted``, ``extend_lockout``,
+``reset_on_success`` and ``traffic`` are booleans, the other fields are strings), then
 with the model's own ``full_clean()``: the normalisation of ``Policy.normalize()``, the
 field validators and the database check constraints. Every problem of every row is
 collected and reported in one :class:`PolicyFileError`.

@@ -31,6 +31,7 @@ FIELDS: tuple[str, ...] = (
     "extend_lockout",
     "reset_on_success",
     "ipv6_prefix",
+    "traffic",
 )
 REQUIRED_FIELDS: tuple[str, ...] = ("name", "endpoint", "limit", "window")
 #: A required field a row may leave out when it has another: a calendar period's window.
@@ -45,7 +46,14 @@ OVERRIDE_VALUES: tuple[str, ...] = ("limit", "exempt", "comment")
 
 _INT_FIELDS = frozenset({"limit", "window", "shards", "burst", "cost", "lockout", "ipv6_prefix"})
 _BOOL_FIELDS = frozenset(
-    {"fail_open", "enabled", "lockout_until_lifted", "extend_lockout", "reset_on_success"}
+    {
+        "fail_open",
+        "enabled",
+        "lockout_until_lifted",
+        "extend_lockout",
+        "reset_on_success",
+        "traffic",
+    }
 )
 #: Fields a file may set to null (a token bucket's burst: the limit; ipv6_prefix: the
 #: IPV6_PREFIX setting).

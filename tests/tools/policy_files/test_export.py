@@ -52,6 +52,7 @@ def test_json_dump_is_exact() -> None:
         '      "extend_lockout": false,\n'
         '      "reset_on_success": false,\n'
         '      "ipv6_prefix": null,\n'
+        '      "traffic": true,\n'
         '      "overrides": []\n'
         "    },\n"
         "    {\n"
@@ -76,6 +77,7 @@ def test_json_dump_is_exact() -> None:
         '      "extend_lockout": false,\n'
         '      "reset_on_success": false,\n'
         '      "ipv6_prefix": null,\n'
+        '      "traffic": true,\n'
         '      "overrides": []\n'
         "    }\n"
         "  ]\n"
@@ -111,6 +113,7 @@ def test_yaml_dump_is_exact() -> None:
         "  extend_lockout: false\n"
         "  reset_on_success: false\n"
         "  ipv6_prefix: null\n"
+        "  traffic: true\n"
         "  overrides: []\n"
         "- name: search\n"
         "  endpoint: api:search\n"
@@ -133,6 +136,7 @@ def test_yaml_dump_is_exact() -> None:
         "  extend_lockout: false\n"
         "  reset_on_success: false\n"
         "  ipv6_prefix: null\n"
+        "  traffic: true\n"
         "  overrides: []\n"
     )
 
@@ -168,6 +172,7 @@ def test_dump_rows_hold_exactly_the_fields_in_order(fmt: str, varied: list[Polic
         "extend_lockout": False,
         "reset_on_success": False,
         "ipv6_prefix": None,
+        "traffic": True,
         "overrides": [],
     }
 

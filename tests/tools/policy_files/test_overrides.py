@@ -111,6 +111,7 @@ def test_the_yaml_of_an_override_reads_well(world: dict[str, Policy]) -> None:
         "  shards: 1\n  burst: null\n  cost: 1\n  counts: all\n"
         "  calendar: ''\n  time_zone: ''\n  lockout: 0\n  lockout_until_lifted: false\n"
         "  extend_lockout: false\n  reset_on_success: false\n  ipv6_prefix: null\n"
+        "  traffic: true\n"
         "  overrides:\n  - identity: ip:2001:db8::/48\n    limit: 20\n"
     )
 

@@ -62,6 +62,23 @@ def test_a_token_buckets_burst_and_a_cost_go_out_and_back(fmt: str) -> None:
     ]
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_policy_without_its_traffic_record_keeps_it_off_out_and_back(fmt: str) -> None:
+    Policy.objects.create(name="quiet", endpoint="api:items", limit=5, window=60, traffic=False)
+    Policy.objects.create(name="watched", endpoint="api:export", limit=5, window=60)
+    text = dump_policies(Policy.objects.all(), fmt)
+    Policy.objects.all().delete()
+    apply_import(plan_import(parse_document(text, fmt, "backup")))
+    stored = Policy.objects.order_by("name").values_list("name", "traffic")
+    assert list(stored) == [("quiet", False), ("watched", True)]
+
+
+def test_a_traffic_switch_that_is_not_a_boolean_is_named(row: RowFactory) -> None:
+    assert problems_of([row(traffic="no")]) == [
+        "row 1 (login): traffic: must be true or false, not a string ('no')."
+    ]
+
+
 @pytest.mark.parametrize(
     ("fields", "problem"),
     [

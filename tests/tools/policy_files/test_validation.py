@@ -24,7 +24,7 @@ def test_unknown_field_is_named_with_the_known_ones(row: RowFactory) -> None:
         "row 1 (login): unknown field(s) 'limt'; the fields are name, endpoint, methods, "
         "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
         "calendar, time_zone, lockout, lockout_until_lifted, extend_lockout, reset_on_success, "
-        "ipv6_prefix, overrides."
+        "ipv6_prefix, traffic, overrides."
     ]
 
 
@@ -212,7 +212,7 @@ def test_every_problem_of_every_row_is_reported_together_and_nothing_is_written(
         "row 3 (bad-update): unknown field(s) 'colour'; the fields are name, endpoint, methods, "
         "algorithm, limit, window, key, mode, fail_open, enabled, shards, burst, cost, counts, "
         "calendar, time_zone, lockout, lockout_until_lifted, extend_lockout, reset_on_success, "
-        "ipv6_prefix, overrides.",
+        "ipv6_prefix, traffic, overrides.",
         "row 3 (bad-update): window: must be an integer, not a boolean (true).",
         "row 3 (bad-update): key: 'cookie' is not a client key. Use user, ip, user_or_ip, "
         "anon, global, username, session or header:<Name>, or two of them joined by + "
