@@ -71,6 +71,7 @@ class PolicyUsage:
             "calendar": policy.calendar,
             "time_zone": policy.time_zone,
             "lockout": policy.lockout,
+            "lockout_until_lifted": policy.lockout_until_lifted,
             "locked_out": self.locked_out,
             "key": policy.key,
             "counted_as": describe(self.identity),

@@ -219,11 +219,26 @@ def test_a_lockout_is_shown_once_it_holds_the_client_out(client):
     assert spend(client, 1) == [200]
     full = usage(client)["sign-in"]  # out of units, but no denial yet: no lockout
     assert (full["remaining"], full["locked_out"], full["lockout"]) == (0, False, 600)
+    assert full["lockout_until_lifted"] is False
     assert 58 <= full["retry_after"] <= 60
     assert spend(client, 1) == [429]  # the first denial locks the client out
     locked = usage(client)["sign-in"]
     assert (locked["remaining"], locked["locked_out"]) == (0, True)
     assert 598 <= locked["retry_after"] <= 600
+
+
+def test_a_lockout_until_lifted_says_so(client):
+    """A lock until lifted has no length (its lockout is 0): the entry says it lasts until
+    an operator lifts it, and the retry time while it holds is the lock's ten years."""
+    create_policy("sign-in", "spend", limit=1, window=60, lockout_until_lifted=True)
+    assert spend(client, 2) == [200, 429]
+    locked = usage(client)["sign-in"]
+    assert (locked["lockout"], locked["lockout_until_lifted"], locked["locked_out"]) == (
+        0,
+        True,
+        True,
+    )
+    assert locked["retry_after"] > 9 * 365 * 86400
 
 
 @pytest.mark.parametrize(
