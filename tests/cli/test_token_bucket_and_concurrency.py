@@ -53,7 +53,8 @@ def test_check_shows_a_token_buckets_units_without_consuming(redis_client):
     (found,) = record["policies"]
     assert (found["policy"], found["limit"], found["remaining"]) == ("bursty", 2, 0)
     assert record["allowed"] is False
-    assert 29 <= record["retry_after"] <= 30  # one unit frees every 30 s
+    # One unit frees every 30 s; a loaded machine may take seconds to get here.
+    assert 25 <= record["retry_after"] <= 30
     assert redis_client.get(bucket.key_for(V4)) == before  # a look, not a request
 
 
