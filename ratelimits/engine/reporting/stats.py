@@ -1,8 +1,9 @@
 """Requests per policy per minute, kept in Redis for the admin's dashboard.
 
 The request path only counts in memory: :func:`count` takes a lock and adds to a dict,
-no I/O. A daemon thread per process (started by the first :func:`count`, and again in
-a forked child) sends the counts every ``METRICS_FLUSH_INTERVAL`` seconds in one
+no I/O (the counts are a :class:`~.pending_counts.PendingCounts`, as the traffic
+record's are). A daemon thread per process (started by the first :func:`count`, and
+again in a forked child) sends the counts every ``METRICS_FLUSH_INTERVAL`` seconds in one
 pipelined round trip::
 
     HINCRBY <prefix>:stats:<minute> <policy>:<outcome> <n>    (for each count)
@@ -48,16 +49,11 @@ import atexit
 import logging
 import os
 import threading
-import time
-from collections import Counter
 from collections.abc import Callable
 
 from ratelimits.conf import app_settings, resets_process_state
 from ratelimits.engine.decision import Outcomes
-from ratelimits.engine.store import breaker as breakers
-from ratelimits.engine.store import connection, errors
-from ratelimits.engine.store import route as routes
-from ratelimits.exceptions import ConfigurationError
+from ratelimits.engine.reporting.pending_counts import Entry, PendingCounts
 
 logger = logging.getLogger("ratelimits")
 
@@ -66,14 +62,9 @@ KEY_TTL = 2 * 3600
 #: Unsent counts older than this many minutes (before the current one) are dropped.
 MAX_AGE_MINUTES = 60
 
-_Entry = tuple[int, str, str]  # (minute, policy, outcome)
-
-_lock = threading.Lock()  # guards the buffer and the flusher state below
-_flush_lock = threading.Lock()  # one flush at a time
-_buffer: Counter[_Entry] = Counter()
-_pid: int | None = None  # the process that owns _buffer and _flusher
+_lock = threading.Lock()  # guards the flusher state below
+_pid: int | None = None  # the process that owns the counts and _flusher
 _flusher: _Flusher | None = None
-_generation = 0  # bumped by reset(): a flush in flight must not refill a reset buffer
 _atexit_registered = False
 #: Other buffers sent by the same thread after the counts, each by its own flush
 #: (:func:`add_rider`): the traffic record.
@@ -85,6 +76,22 @@ def stats_key(minute: int, prefix: str | None = None) -> str:
     return f"{app_settings.KEY_PREFIX if prefix is None else prefix}:stats:{minute}"
 
 
+def _place(entry: Entry, prefix: str) -> tuple[str, str]:
+    minute, policy, outcome = entry
+    return stats_key(minute, prefix), f"{policy}:{outcome}"
+
+
+#: The counts not yet sent: ``(minute, policy, outcome) -> n``.
+_counts = PendingCounts(
+    what="request counts",
+    period_seconds=60,
+    period_name="minute",
+    max_age=MAX_AGE_MINUTES,
+    key_ttl=KEY_TTL,
+    place=_place,
+)
+
+
 def count(counted: Outcomes, *, now: float | None = None) -> None:
     """Count one request's ``(policy, outcome)`` pairs in this process's buffer. No I/O:
     cheap enough for every request. ``now`` (seconds since the epoch) is for tests."""
@@ -92,10 +99,12 @@ def count(counted: Outcomes, *, now: float | None = None) -> None:
         return
     if _pid is None:  # first use in this process (the fork hook clears it in a child)
         _adopt()
-    minute = int((time.time() if now is None else now) // 60)
-    with _lock:
+    minute = _counts.period(now)
+    with _counts.lock:
+        counts = _counts.counts
         for policy, what in counted:
-            _buffer[(minute, policy, what)] += 1
+            entry = (minute, policy, what)
+            counts[entry] = counts.get(entry, 0) + 1
 
 
 def add_rider(flush_other: Callable[[], object]) -> None:
@@ -105,10 +114,9 @@ def add_rider(flush_other: Callable[[], object]) -> None:
         _riders.append(flush_other)
 
 
-def pending() -> dict[_Entry, int]:
+def pending() -> dict[Entry, int]:
     """A copy of the counts not yet sent: ``{(minute, policy, outcome): n}``."""
-    with _lock:
-        return dict(_buffer)
+    return _counts.pending()
 
 
 def flush(*, now: float | None = None) -> bool:
@@ -116,91 +124,7 @@ def flush(*, now: float | None = None) -> bool:
     False when some were kept for the next flush (Redis unavailable, breaker open).
     Never raises a Redis error. ``now`` is for tests (it decides which minutes are too old).
     """
-    with _flush_lock:
-        return _flush(time.time() if now is None else now)
-
-
-def _flush(now: float) -> bool:
-    with _lock:
-        _drop_old(now)
-        if not _buffer:
-            return True
-        batch = Counter(_buffer)
-        _buffer.clear()
-        generation = _generation
-    entries = sorted(batch.items())
-    prefix = app_settings.KEY_PREFIX
-    minutes = sorted({minute for (minute, _, _), _ in entries})
-    try:
-        route = routes.current()
-        # On a cluster the minutes' keys may live on several nodes; the newest one's node
-        # stands for them all (the flush is retried as a whole, at least once).
-        breaker = route.guard(stats_key(minutes[-1], prefix))
-    except ConfigurationError as e:
-        breakers.breaker.failure(e)
-        _put_back(batch, generation, now)
-        return False
-    except routes.BreakerOpen:
-        _put_back(batch, generation, now)
-        return False
-    client = route.client
-    try:
-        pipe = client.pipeline(transaction=False)
-        for (minute, policy, what), n in entries:
-            pipe.hincrby(stats_key(minute, prefix), f"{policy}:{what}", n)
-        for minute in minutes:
-            pipe.expire(stats_key(minute, prefix), KEY_TTL)
-        replies = pipe.execute(raise_on_error=False)
-    except connection.REDIS_ERRORS as e:
-        breaker.failure(e)
-        logger.debug("ratelimits: metrics flush failed (%s); %d counts kept", e, len(batch))
-        _put_back(batch, generation, now)
-        return False
-    retry: Counter[_Entry] = Counter()
-    refused: Exception | None = None
-    for ((minute, policy, what), n), reply in zip(entries, replies, strict=False):
-        if isinstance(reply, Exception) and errors.code_of(reply) is not None:
-            # Refused for now, not for these keys (a replica after a failover, a full
-            # or busy server): kept and sent again, the breaker told once.
-            retry[(minute, policy, what)] = n
-            refused = reply
-        elif isinstance(reply, Exception):
-            logger.error(
-                "ratelimits: could not count %s %s at %s (%s); %d dropped.",
-                policy,
-                what,
-                stats_key(minute),
-                reply,
-                n,
-            )
-    if refused is not None:
-        breaker.failure(refused)
-        _put_back(retry, generation, now)
-        return False
-    breaker.success()
-    return True
-
-
-def _put_back(batch: Counter[_Entry], generation: int, now: float) -> None:
-    with _lock:
-        if generation != _generation:
-            return  # reset() ran meanwhile: these counts belong to a forgotten state
-        _buffer.update(batch)
-        _drop_old(now)
-
-
-def _drop_old(now: float) -> None:
-    """Drop counts for minutes too old to be charted (call with ``_lock`` held)."""
-    oldest = int(now // 60) - MAX_AGE_MINUTES
-    old = [entry for entry in _buffer if entry[0] < oldest]
-    if old:
-        lost = sum(_buffer.pop(entry) for entry in old)
-        logger.warning(
-            "ratelimits: dropped %d request counts older than %d minutes that could not be "
-            "sent to Redis.",
-            lost,
-            MAX_AGE_MINUTES,
-        )
+    return _counts.flush(now=now)
 
 
 class _Flusher(threading.Thread):
@@ -239,7 +163,7 @@ def _adopt() -> None:
         if _pid == pid:
             return
         if _pid is not None:
-            _buffer.clear()
+            _counts.reset()
         _pid = pid
         _flusher = _Flusher()
         _flusher.start()
@@ -250,10 +174,9 @@ def _adopt() -> None:
 
 def _after_fork_in_child() -> None:
     # A thread of the parent may have held a lock at the fork: the child needs new ones.
-    global _lock, _flush_lock, _pid, _flusher
+    global _lock, _pid, _flusher
     _lock = threading.Lock()
-    _flush_lock = threading.Lock()
-    _buffer.clear()
+    _counts.after_fork()
     _pid = None
     _flusher = None
 
@@ -278,12 +201,11 @@ def _at_exit() -> None:
 @resets_process_state
 def reset() -> None:
     """Forget the buffer and stop this process's flusher (tests, settings changes)."""
-    global _pid, _flusher, _generation
+    global _pid, _flusher
     with _lock:
         flusher = _flusher
         _flusher = None
         _pid = None
-        _buffer.clear()
-        _generation += 1
+    _counts.reset()
     if flusher is not None:
         flusher.stop()
