@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from tests.helpers import create_policy
+from tests.helpers import username_sign_in_policy
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.security.auth_urls")]
 
@@ -34,15 +34,7 @@ def sign_in(username: str, password: str, ip: str = IP1, **headers: str) -> Any:
 
 
 def test_the_failure_that_starts_a_lockout_is_answered_as_locked():
-    create_policy(
-        "signin-username",
-        "*",
-        limit=3,
-        window=300,
-        key="username",
-        counts="sign_in_failures",
-        lockout=900,
-    )
+    username_sign_in_policy(limit=3, lockout=900)
     answers = [sign_in("alice", "guess") for _ in range(3)]
     assert [a.status_code for a in answers] == [200, 200, 429]
     assert answers[2]["Retry-After"] == "900"
@@ -53,38 +45,19 @@ def test_the_failure_that_starts_a_lockout_is_answered_as_locked():
 
 
 def test_without_a_lockout_the_last_failure_is_a_plain_failure():
-    create_policy(
-        "signin-username", "*", limit=3, window=300, key="username", counts="sign_in_failures"
-    )
+    username_sign_in_policy(limit=3)
     assert [sign_in("alice", "guess").status_code for _ in range(3)] == [200, 200, 200]
     assert sign_in("alice", "alice-password").status_code == 429
 
 
 def test_a_success_on_the_last_unit_is_not_answered_as_locked():
-    create_policy(
-        "signin-username",
-        "*",
-        limit=3,
-        window=300,
-        key="username",
-        counts="sign_in_failures",
-        lockout=900,
-    )
+    username_sign_in_policy(limit=3, lockout=900)
     assert [sign_in("alice", "guess").status_code for _ in range(2)] == [200, 200]
     assert sign_in("alice", "alice-password").status_code == 302
 
 
 def test_a_shadow_policy_never_answers_as_locked():
-    create_policy(
-        "signin-username",
-        "*",
-        limit=1,
-        window=300,
-        key="username",
-        counts="sign_in_failures",
-        lockout=900,
-        mode="shadow",
-    )
+    username_sign_in_policy(limit=1, lockout=900, mode="shadow")
     assert [sign_in("alice", "guess").status_code for _ in range(3)] == [200, 200, 200]
 
 
@@ -97,9 +70,7 @@ def test_a_shadow_policy_never_answers_as_locked():
     ],
 )
 def test_a_scripts_refusal_is_json(headers: dict[str, str]):
-    create_policy(
-        "signin-username", "*", limit=1, window=300, key="username", counts="sign_in_failures"
-    )
+    username_sign_in_policy(limit=1)
     sign_in("alice", "guess")
     refused = sign_in("alice", "alice-password", **headers)
     assert refused.status_code == 429
@@ -109,9 +80,7 @@ def test_a_scripts_refusal_is_json(headers: dict[str, str]):
 
 
 def test_a_browsers_refusal_stays_text():
-    create_policy(
-        "signin-username", "*", limit=1, window=300, key="username", counts="sign_in_failures"
-    )
+    username_sign_in_policy(limit=1)
     sign_in("alice", "guess")
     refused = sign_in("alice", "alice-password", HTTP_ACCEPT="text/html,*/*;q=0.8")
     assert refused.status_code == 429
