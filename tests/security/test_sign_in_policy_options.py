@@ -52,6 +52,13 @@ def sign_in_policy(name: str = "signin", key: str = "username", **fields: Any) -
 WRONG, RIGHT = ("alice", "guess"), ("alice", "alice-password")
 
 
+def unsaved_sign_in_policy(**fields: Any) -> Policy:
+    """A sign-in policy that is not saved (3 failures per username a minute, on every
+    path), with ``fields`` over those: for the model's validation."""
+    defaults = {"key": "username", "counts": "sign_in_failures"}
+    return Policy(name="p", endpoint="*", limit=3, window=60, **{**defaults, **fields})
+
+
 # -- reset on success -------------------------------------------------------------------
 
 
@@ -83,14 +90,7 @@ def test_reset_on_success_clears_the_username_and_the_pair_keys(redis_client):
 
 def test_reset_on_success_is_only_for_a_policy_counting_an_account():
     for fields in ({"key": "ip"}, {"key": "user", "counts": "all"}):
-        policy = Policy(
-            name="p",
-            endpoint="*",
-            limit=3,
-            window=60,
-            reset_on_success=True,
-            **{"counts": "sign_in_failures", **fields},
-        )
+        policy = unsaved_sign_in_policy(reset_on_success=True, **fields)
         with pytest.raises(ValidationError, match="account whose failures"):
             policy.full_clean()
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -116,15 +116,7 @@ def test_an_attempt_during_an_extended_lockout_starts_it_again(redis_client, ext
 
 
 def test_extend_lockout_needs_a_lockout_of_some_seconds():
-    policy = Policy(
-        name="p",
-        endpoint="*",
-        limit=3,
-        window=60,
-        key="username",
-        counts="sign_in_failures",
-        extend_lockout=True,
-    )
+    policy = unsaved_sign_in_policy(extend_lockout=True)
     with pytest.raises(ValidationError, match="Only a lockout can be extended"):
         policy.full_clean()
     with pytest.raises(IntegrityError), transaction.atomic():
@@ -161,16 +153,7 @@ def test_a_new_password_lifts_a_lockout_until_lifted():
 
 
 def test_a_lockout_until_lifted_has_no_seconds_of_its_own():
-    policy = Policy(
-        name="p",
-        endpoint="*",
-        limit=3,
-        window=60,
-        key="username",
-        counts="sign_in_failures",
-        lockout=60,
-        lockout_until_lifted=True,
-    )
+    policy = unsaved_sign_in_policy(lockout=60, lockout_until_lifted=True)
     with pytest.raises(ValidationError, match="until it is lifted"):
         policy.full_clean()
     with pytest.raises(IntegrityError), transaction.atomic():
